@@ -1,0 +1,13 @@
+"""The ``tenure`` command: every subcommand module registers itself on ``app``."""
+
+from __future__ import annotations
+
+from tenure.console import protocol_cmds, state_cmds
+from tenure.console.app import app, run
+
+__all__ = ["app", "main"]
+_COMMAND_MODULES = (protocol_cmds, state_cmds)
+
+
+def main() -> None:
+    run()

@@ -1,0 +1,117 @@
+"""Read-only views of a store: ``tenure status`` and ``tenure log``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tenure.console.app import StoreOption, app, out, store_url
+from tenure.store import Store, TaskRecord, open_store
+
+_STATE_ORDER = {
+    "blocked": 0,
+    "failed": 1,
+    "running": 2,
+    "review": 3,
+    "queued": 4,
+    "cancelled": 5,
+    "done": 6,
+}
+_STATE_STYLE = {
+    "blocked": "bold red",
+    "failed": "red",
+    "running": "yellow",
+    "review": "cyan",
+    "queued": "white",
+    "cancelled": "dim",
+    "done": "green",
+}
+
+
+def age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def sorted_tasks(tasks: list[TaskRecord]) -> list[TaskRecord]:
+    """Blocked first, then by state, oldest first within a state."""
+    return sorted(tasks, key=lambda t: (_STATE_ORDER.get(t.state, 9), t.updated_at))
+
+
+def team_table(store: Store, team: str) -> Table:
+    now = store.now()
+    lease = store.current_lease(team)
+    leader = f"{lease.holder} (epoch {lease.epoch})" if lease else "vacant"
+    members = ", ".join(m.member_id for m in store.members(team)) or "none"
+    table = Table(
+        title=f"team [bold]{team}[/] — leader {leader} — epoch {store.current_epoch(team)}",
+        caption=f"live members: {members}",
+        title_justify="left",
+        caption_justify="left",
+    )
+    for column in ("task", "state", "attempt", "assignee", "age", "reason"):
+        table.add_column(column, overflow="fold")
+    for task in sorted_tasks(store.tasks(team)):
+        style = _STATE_STYLE.get(task.state, "")
+        table.add_row(
+            task.task_id,
+            f"[{style}]{task.state}[/]",
+            str(task.attempt),
+            task.assignee or "-",
+            age(now - task.updated_at),
+            task.reason[:80],
+        )
+    return table
+
+
+@app.command()
+def status(
+    store: StoreOption = None,
+    team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team.")] = None,
+) -> None:
+    """Show each team's leader, epoch, members and task register.
+
+    Example: `tenure status --store sqlite:///.tenure/state.db`
+    """
+    with open_store(store_url(store)) as opened:
+        teams = [team] if team else opened.teams()
+        if not teams:
+            out.print("no teams in this store yet; start one with [bold]tenure run PLAN[/]")
+        for name in teams:
+            out.print(team_table(opened, name))
+
+
+@app.command()
+def log(
+    store: StoreOption = None,
+    team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team.")] = None,
+    after: Annotated[int, typer.Option(help="Only events after this sequence number.")] = 0,
+    limit: Annotated[int, typer.Option(help="At most this many events.")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Print the event log, oldest first.
+
+    Example: `tenure log --team demo --limit 50`
+    """
+    with open_store(store_url(store)) as opened:
+        for event in opened.events(team, after=after, limit=limit):
+            if as_json:
+                out.print(json.dumps(asdict(event)), soft_wrap=True, markup=False)
+                continue
+            when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S.%f")[:-3]
+            epoch = f"e{event.epoch}" if event.epoch is not None else "  "
+            details = " ".join(f"{k}={v}" for k, v in event.data.items())
+            out.print(
+                f"{event.seq:>6} {when} [dim]{event.team}[/] {epoch:>4} "
+                f"[bold]{event.kind}[/] {details}",
+                soft_wrap=True,
+            )

@@ -1,0 +1,155 @@
+"""Parsing and printing: the only door through which outside JSON becomes a message.
+
+Every failure becomes one ``ProtocolError`` naming the field and what was
+expected; nothing half-parsed escapes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from tenure.protocol.envelope import TaskEnvelope, TaskResult
+from tenure.protocol.errors import ProtocolError
+from tenure.protocol.messages import MAX_BODY_BYTES, MESSAGE_CLASSES, Message
+from tenure.protocol.plan import Plan
+
+_M = TypeVar("_M", bound=BaseModel)
+MAX_MESSAGE_BYTES = MAX_BODY_BYTES + 16 * 1024
+_UNION_TAGS = {"schema", "evidence", "command", "judge", "quorum", "source"}
+_MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def parse_message(data: str | bytes | dict[str, Any], *, source: str | None = None) -> Message:
+    """Validate one message (JSON text or a decoded object) or raise ``ProtocolError``."""
+    obj = _decode(data, source)
+    if not isinstance(obj, dict):
+        raise ProtocolError("(message)", "a JSON object", source=source)
+    kind = obj.get("type")
+    if kind not in MESSAGE_CLASSES:
+        raise ProtocolError(
+            "type", f"one of {', '.join(MESSAGE_CLASSES)}; got {kind!r}", source=source
+        )
+    try:
+        return _MESSAGE_ADAPTER.validate_python(obj)
+    except ValidationError as exc:
+        raise translate(exc, source=source, strip_tag=True) from None
+
+
+def parse_envelope(data: dict[str, Any], *, source: str | None = None) -> TaskEnvelope:
+    return _validate(TaskEnvelope, data, source)
+
+
+def parse_result(data: dict[str, Any], *, source: str | None = None) -> TaskResult:
+    return _validate(TaskResult, data, source)
+
+
+def to_json(message: BaseModel) -> str:
+    """Canonical JSON of any protocol model (aliases, e.g. ``from``, as on the wire)."""
+    return message.model_dump_json(by_alias=True, exclude_none=False)
+
+
+def to_dict(message: BaseModel) -> dict[str, Any]:
+    return message.model_dump(mode="json", by_alias=True)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read ``plan.yaml`` / ``plan.json``, or the first ```yaml block of ``plan.md``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProtocolError("(file)", f"a readable plan file ({exc.strerror})", source=str(path)) from None
+    return parse_plan(text, source=str(path), markdown=path.suffix.lower() == ".md")
+
+
+def parse_plan(text: str, *, source: str = "plan", markdown: bool = False) -> Plan:
+    offset = 0
+    if markdown:
+        text, offset = _yaml_block(text, source)
+    try:
+        obj = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1 + offset}" if mark is not None else "(yaml)"
+        problem = getattr(exc, "problem", None) or "valid YAML"
+        raise ProtocolError(line, f"valid YAML ({problem})", source=source) from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("(plan)", "a mapping with a 'tasks' list", source=source)
+    return _validate(Plan, obj, source)
+
+
+def _yaml_block(text: str, source: str) -> tuple[str, int]:
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.strip() in ("```yaml", "```yml"):
+            for end in range(start + 1, len(lines)):
+                if lines[end].strip() == "```":
+                    return "\n".join(lines[start + 1 : end]), start + 1
+            raise ProtocolError(f"line {start + 1}", "a closing ``` fence", source=source)
+    raise ProtocolError("(markdown)", "a ```yaml block holding the plan", source=source)
+
+
+def _decode(data: str | bytes | dict[str, Any], source: str | None) -> Any:
+    if isinstance(data, dict):
+        return data
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            "(message)", f"at most {MAX_MESSAGE_BYTES} bytes, got {len(data)}", source=source
+        )
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "(bytes)"
+        raise ProtocolError(where, f"valid JSON ({exc})", source=source) from None
+
+
+def _validate(model: type[_M], data: Any, source: str | None) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise translate(exc, source=source) from None
+
+
+def translate(
+    exc: ValidationError, *, source: str | None = None, strip_tag: bool = False
+) -> ProtocolError:
+    """The first pydantic error as one readable ``ProtocolError``."""
+    first = exc.errors(include_url=False)[0]
+    loc = list(first["loc"])
+    if strip_tag and loc:
+        loc = loc[1:]
+    field = _path(loc) or "(message)"
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, ProtocolError):
+        expected = cause.expected
+    else:
+        expected = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] not in ("missing", "extra_forbidden") and "input" in first and not cause:
+        shown = repr(first["input"])
+        expected += f"; got {shown[:60]}{'...' if len(shown) > 60 else ''}"
+    if first["type"] == "extra_forbidden":
+        expected = "no such field (unknown fields are refused)"
+    more = len(exc.errors()) - 1
+    if more:
+        expected += f" (and {more} more error{'s' if more > 1 else ''})"
+    return ProtocolError(field, expected, source=source)
+
+
+def _path(loc: list[int | str]) -> str:
+    out = ""
+    previous: int | str | None = None
+    for part in loc:
+        tag = isinstance(previous, int) and part in _UNION_TAGS
+        previous = part
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif tag:
+            continue  # the discriminator value pydantic inserts after a list index
+        else:
+            out += f".{part}" if out else str(part)
+    return out

@@ -1,0 +1,188 @@
+"""Task envelopes (what a follower is asked to do) and results (what it returns)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tenure.protocol.ids import check_task_id
+
+JsonObject = dict[str, Any]
+ResultStatus = Literal["completed", "blocked", "refused", "failed"]
+
+
+class Strict(BaseModel):
+    """Base of every protocol model: unknown fields are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --- checks: machine-run acceptance, weakest first -------------------------------------
+
+
+class SchemaCheck(Strict):
+    """The artifact must validate against a JSON Schema."""
+
+    kind: Literal["schema"] = "schema"
+    json_schema: JsonObject = Field(alias="schema")
+
+
+class EvidenceCheck(Strict):
+    """Every value carries a source no older than ``max_age_seconds``; unknowns are null."""
+
+    kind: Literal["evidence"] = "evidence"
+    max_age_seconds: float | None = Field(default=None, gt=0)
+    fields: list[str] | None = None
+
+
+class CommandCheck(Strict):
+    """The verifier runs ``run`` itself and checks its exit code (and output)."""
+
+    kind: Literal["command"] = "command"
+    run: str = Field(min_length=1)
+    expect_exit: int = 0
+    expect_output: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+
+
+class JudgeCheck(Strict):
+    """A model grades the artifact against the criteria in a fresh context."""
+
+    kind: Literal["judge"] = "judge"
+    model: str | None = None
+    pass_threshold: float = Field(default=0.5, ge=0, le=1)
+
+
+class QuorumCheck(Strict):
+    """``k`` of ``n`` independent executions must agree."""
+
+    kind: Literal["quorum"] = "quorum"
+    k: int = Field(ge=1)
+    n: int = Field(ge=1)
+    comparator: Literal["exact", "json"] = "exact"
+
+    @model_validator(mode="after")
+    def _k_within_n(self) -> QuorumCheck:
+        if self.k > self.n:
+            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+        return self
+
+
+Check = Annotated[
+    SchemaCheck | EvidenceCheck | CommandCheck | JudgeCheck | QuorumCheck,
+    Field(discriminator="kind"),
+]
+
+
+# --- the envelope -------------------------------------------------------------------
+
+
+class PriorAttempt(Strict):
+    """What went wrong in an earlier attempt, carried forward so it is not repeated."""
+
+    attempt: int = Field(ge=1)
+    status: str
+    failure: str
+
+
+class TaskEnvelope(Strict):
+    """Everything a follower needs to do one attempt of one task, and nothing it must guess."""
+
+    task_id: str
+    idempotency_key: str
+    epoch: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    assigned_to: str = Field(min_length=1)
+    deadline_seconds: float = Field(gt=0)
+    goal: str = Field(min_length=1)
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+    input: JsonObject = Field(default_factory=dict)
+    scope: list[str] = Field(default_factory=list)
+    depends_on: list[str] = Field(default_factory=list)
+    reply_to: str = "leader"
+    history: list[PriorAttempt] = Field(default_factory=list)
+    output_schema: JsonObject | None = None
+    executor: str | None = None
+
+    @field_validator("task_id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_task_id(value)
+
+    @model_validator(mode="after")
+    def _key_matches_attempt(self) -> TaskEnvelope:
+        expected = idempotency_key(self.task_id, self.attempt)
+        if self.idempotency_key != expected:
+            raise ValueError(f"idempotency_key must be {expected!r}")
+        return self
+
+
+def idempotency_key(task_id: str, attempt: int) -> str:
+    """The key of one attempt: redelivery reuses it, a new attempt gets a new one."""
+    return f"{task_id}:attempt-{attempt}"
+
+
+# --- the result ---------------------------------------------------------------------
+
+
+class Notes(Strict):
+    changed: list[str] = Field(default_factory=list)
+    verified: list[str] = Field(default_factory=list)
+    uncertain: list[str] = Field(default_factory=list)
+
+
+class CommandEvidence(Strict):
+    """A command the worker ran, with what it printed and how it exited."""
+
+    kind: Literal["command"] = "command"
+    command: str
+    exit_code: int
+    output: str = ""
+
+
+class SourceEvidence(Strict):
+    """Where a value came from and when it was retrieved."""
+
+    kind: Literal["source"] = "source"
+    source: str = Field(min_length=1)
+    retrieved_at: datetime
+    field: str | None = None
+
+
+Evidence = Annotated[CommandEvidence | SourceEvidence, Field(discriminator="kind")]
+
+
+class Grounding(Strict):
+    """An input the answer rests on, with the time it was read."""
+
+    input: str
+    at: datetime
+
+
+class TaskResult(Strict):
+    """What a follower returns for one attempt."""
+
+    task_id: str
+    idempotency_key: str
+    epoch: int = Field(ge=1)
+    status: ResultStatus
+    artifact: Any = None
+    notes: Notes = Field(default_factory=Notes)
+    evidence: list[Evidence] = Field(default_factory=list)
+    question: str | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    grounding: list[Grounding] = Field(default_factory=list)
+
+    @field_validator("task_id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_task_id(value)
+
+    @model_validator(mode="after")
+    def _blocked_has_question(self) -> TaskResult:
+        if self.status == "blocked" and not self.question:
+            raise ValueError("a blocked result must carry a question")
+        return self

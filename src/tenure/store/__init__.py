@@ -1,0 +1,36 @@
+"""The state every member shares: leases, members, tasks, effects, messages, events."""
+
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, UNSET, Store, check_cas
+from tenure.store.records import (
+    ALLOWED_TRANSITIONS,
+    TASK_STATES,
+    TERMINAL_STATES,
+    Delivery,
+    EffectTicket,
+    Event,
+    Lease,
+    Member,
+    TaskRecord,
+    TaskState,
+)
+from tenure.store.url import DEFAULT_URL, default_url, open_store
+
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "DEFAULT_MAX_DELIVERIES",
+    "DEFAULT_URL",
+    "TASK_STATES",
+    "TERMINAL_STATES",
+    "UNSET",
+    "Delivery",
+    "EffectTicket",
+    "Event",
+    "Lease",
+    "Member",
+    "Store",
+    "TaskRecord",
+    "TaskState",
+    "check_cas",
+    "default_url",
+    "open_store",
+]

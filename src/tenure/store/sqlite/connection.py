@@ -1,0 +1,97 @@
+"""One SQLite connection per store object: WAL, a busy timeout, and write
+transactions that retry while another process holds the lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from tenure.protocol.errors import StoreUnavailable
+from tenure.store.sqlite.schema import migrate
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 5_000
+LOCK_RETRY_SECONDS = 30.0
+
+
+def open_connection(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _retry_locked(lambda: migrate(conn))
+        return conn
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreUnavailable(f"cannot open SQLite store at {path}: {exc}") from exc
+
+
+class Connection:
+    """Serializes this process's use of one connection; retries lock contention."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = open_connection(path)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Cursor]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed whole or not at all."""
+        with self._lock:
+            cur = self._conn.cursor()
+            _retry_locked(lambda: cur.execute("BEGIN IMMEDIATE"))
+            try:
+                yield cur
+            except sqlite3.Error as exc:
+                self._rollback(cur)
+                raise StoreUnavailable(f"SQLite write failed on {self.path}: {exc}") from exc
+            except BaseException:
+                self._rollback(cur)
+                raise
+            try:
+                _retry_locked(lambda: cur.execute("COMMIT"))
+            except BaseException:
+                self._rollback(cur)
+                raise
+
+    def read(self, sql: str, params: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                return _retry_locked(lambda: self._conn.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"SQLite read failed on {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @staticmethod
+    def _rollback(cur: sqlite3.Cursor) -> None:
+        try:
+            cur.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # nothing to roll back: the transaction already ended
+
+
+def _retry_locked(action: Callable[[], T]) -> T:
+    """Run ``action``, retrying while the database is locked by another writer."""
+    deadline = time.monotonic() + LOCK_RETRY_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            locked = "locked" in str(exc) or "busy" in str(exc)
+            if not locked or time.monotonic() > deadline:
+                raise StoreUnavailable(f"SQLite: {exc}") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)

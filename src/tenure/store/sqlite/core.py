@@ -1,0 +1,55 @@
+"""What every part of the SQLite backend shares: the connection, fencing, events."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tenure.protocol.errors import ProtocolError, StaleEpoch
+from tenure.store.base import Store
+from tenure.store.sqlite.connection import Connection
+
+
+class SQLiteBase(Store):
+    def __init__(self, path: str | Path, *, url: str | None = None) -> None:
+        self.path = Path(path)
+        self.url = url or f"sqlite:///{self.path}"
+        self.db = Connection(self.path)
+
+    def now(self) -> float:
+        return time.time()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _team_row(self, cur: sqlite3.Cursor, team: str) -> sqlite3.Row:
+        cur.execute("INSERT OR IGNORE INTO teams (team, epoch) VALUES (?, 0)", (team,))
+        row: sqlite3.Row = cur.execute("SELECT * FROM teams WHERE team = ?", (team,)).fetchone()
+        return row
+
+    def _fence(self, cur: sqlite3.Cursor, team: str, epoch: int) -> None:
+        row = cur.execute("SELECT epoch FROM teams WHERE team = ?", (team,)).fetchone()
+        current = int(row[0]) if row else 0
+        if epoch < current:
+            raise StaleEpoch(team, epoch, current)
+
+    def _event(
+        self, cur: sqlite3.Cursor, team: str, kind: str, data: dict[str, Any], epoch: int | None
+    ) -> int:
+        cur.execute(
+            "INSERT INTO events (team, kind, at, epoch, data) VALUES (?, ?, ?, ?, ?)",
+            (team, kind, self.now(), epoch, json.dumps(data, default=str)),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def positive(field: str, value: float) -> None:
+    if not value > 0:
+        raise ProtocolError(field, f"a positive number of seconds, got {value!r}")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))

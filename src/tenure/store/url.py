@@ -1,0 +1,66 @@
+"""Choosing a backend by URL: ``sqlite:///path`` (default) or ``redis://host:port/db``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from tenure.protocol.errors import ConfigError
+from tenure.store.base import Store
+
+DEFAULT_URL = "sqlite:///.tenure/state.db"
+ENV_VAR = "TENURE_STORE"
+
+
+def default_url() -> str:
+    return os.environ.get(ENV_VAR) or DEFAULT_URL
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open the store a URL names (``$TENURE_STORE`` or the SQLite default when None).
+
+    ``sqlite:///rel/path.db`` is relative to the working directory,
+    ``sqlite:////abs/path.db`` absolute; a bare path also means SQLite.
+    """
+    url = url or default_url()
+    scheme = urlparse(url).scheme if "://" in url else ""
+    if scheme in ("", "sqlite"):
+        from tenure.store.sqlite import SQLiteStore
+
+        return SQLiteStore(sqlite_path(url), url=url)
+    if scheme in ("redis", "rediss", "unix"):
+        module = _import_backend("tenure.store.redis", extra="redis")
+        store: Store = module.RedisStore.from_url(url)
+        return store
+    raise ConfigError(
+        f"store URL {url!r}: unknown scheme {scheme!r}; use sqlite:///PATH or redis://HOST:PORT/DB"
+    )
+
+
+def sqlite_path(url: str) -> Path:
+    if not url.startswith("sqlite:"):
+        return Path(url)
+    rest = url.removeprefix("sqlite:")
+    if not rest.startswith("///"):
+        raise ConfigError(
+            f"store URL {url!r}: write sqlite:///relative/path or sqlite:////abs/path"
+        )
+    path = rest[3:].split("?", 1)[0]
+    if not path:
+        raise ConfigError(f"store URL {url!r}: the SQLite file path is empty")
+    return Path(path)
+
+
+def _import_backend(module: str, *, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or extra
+        if missing.startswith("tenure"):
+            raise
+        raise ConfigError(
+            f"the {extra} backend needs the {missing!r} package: pip install 'tenure[{extra}]'"
+        ) from exc
