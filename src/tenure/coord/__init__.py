@@ -1,0 +1,16 @@
+"""Safety: leases, election, fencing memory and idempotent effects."""
+
+from tenure.coord.effects import run_effect
+from tenure.coord.election import LEAD_CAPABILITY, Election, rank_of
+from tenure.coord.epochs import EpochMemory
+from tenure.coord.lease import LeaseKeeper, LeaseTiming
+
+__all__ = [
+    "LEAD_CAPABILITY",
+    "Election",
+    "EpochMemory",
+    "LeaseKeeper",
+    "LeaseTiming",
+    "rank_of",
+    "run_effect",
+]

@@ -1,0 +1,71 @@
+"""A member's memory of the highest epoch it has seen, kept on local disk.
+
+The store refuses stale writes, and followers refuse stale envelopes too —
+both, always. This file is what makes the second hold after a restart and
+after the store itself lost its epoch counter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+from tenure.protocol.errors import ConfigError
+
+
+class EpochMemory:
+    """Highest epoch seen by one member of one team, persisted atomically."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._highest = self._load()
+
+    @classmethod
+    def for_member(cls, state_dir: Path | None, team: str, member: str) -> EpochMemory:
+        if state_dir is None:
+            return cls(None)
+        return cls(state_dir / "members" / team / f"{member}.epoch.json")
+
+    @property
+    def highest(self) -> int:
+        return self._highest
+
+    def admits(self, epoch: int) -> bool:
+        """True if ``epoch`` is not older than the highest seen."""
+        return epoch >= self._highest
+
+    def observe(self, epoch: int) -> bool:
+        """Record ``epoch``; False (and nothing recorded) if it is stale."""
+        with self._lock:
+            if epoch < self._highest:
+                return False
+            if epoch > self._highest:
+                self._highest = epoch
+                self._save(epoch)
+            return True
+
+    def _load(self) -> int:
+        if self.path is None or not self.path.exists():
+            return 0
+        try:
+            value = json.loads(self.path.read_text(encoding="utf-8"))["highest_epoch"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"{self.path}: unreadable epoch memory ({exc}); restore it or delete it knowingly"
+            ) from exc
+        return int(value)
+
+    def _save(self, epoch: int) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".epoch-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"highest_epoch": epoch}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)

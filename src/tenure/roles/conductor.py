@@ -1,0 +1,223 @@
+"""What a leader does while it holds the lease: load, dispatch, supervise, judge.
+
+Every register write goes through ``self.epoch()``, which raises ``LeaseLost``
+the moment the leader's own deadline passes, and is fenced by the store as
+well. A conductor keeps no state the register does not hold, so a new
+leader's conductor carries on exactly where the old one stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
+from tenure.protocol.errors import Conflict, LeaseLost
+from tenure.roles.review import Reviewer
+from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
+from tenure.store import Member, Store, TaskRecord
+
+OPEN_STATES = ("queued", "running", "review")
+
+
+def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
+    spec = to_dict(task)
+    spec["max_attempts"] = plan.attempts_for(task)
+    return spec
+
+
+class Conductor:
+    def __init__(
+        self,
+        store: Store,
+        team: str,
+        me: str,
+        epoch: Callable[[], int],
+        *,
+        workdir: Path | None = None,
+        stale_grace: float = 2.0,
+        duplicate: bool = False,
+    ) -> None:
+        self.store = store
+        self.team = team
+        self.me = me
+        self.epoch = epoch
+        self.stale_grace = stale_grace
+        self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
+        self.reviewer = Reviewer(store, team, epoch, workdir=workdir, on_event=self.event)
+
+    # --- taking over ------------------------------------------------------------------
+
+    def load(self, plan: Plan | None) -> None:
+        """Register the plan's tasks that the register does not hold yet."""
+        if plan is None:
+            return
+        known = {t.task_id for t in self.store.tasks(self.team)}
+        for task in plan.tasks:
+            if task.id not in known:
+                try:
+                    self.store.create_task(
+                        self.team, task.id, epoch=self.epoch(), spec=plan_spec(plan, task)
+                    )
+                except Conflict:
+                    continue  # registered by a racing leader a moment ago
+
+    def adopt(self) -> None:
+        """Rebuild from the register after an election: resend, re-review or requeue."""
+        live = self._workers()
+        for task in self.store.tasks(self.team):
+            if task.state == "review":
+                self.reviewer.review(task)
+            elif task.state in ("running", "queued") and task.assignee:
+                if task.assignee in live:
+                    self.event(
+                        "leader.adopted",
+                        {
+                            "task_id": task.task_id,
+                            "assignee": task.assignee,
+                            "attempt": task.attempt,
+                        },
+                    )
+                    self._send(task, task.assignee)
+                else:
+                    self.reviewer.retry(
+                        task, "failed", f"worker {task.assignee} left while the leader changed"
+                    )
+
+    # --- one round ----------------------------------------------------------------------
+
+    def tick(self) -> bool:
+        """One round of results, supervision and dispatch; True if anything happened."""
+        busy = self.drain()
+        busy |= self.supervise()
+        busy |= self.dispatch()
+        return busy
+
+    def drain(self, batch: int = 32) -> bool:
+        deliveries = self.store.receive(
+            self.team, LEADER_QUEUE, consumer=self.me, visibility_timeout=30.0, max_messages=batch
+        )
+        for delivery in deliveries:
+            self.epoch()  # a leader past its deadline handles nothing more
+            try:
+                self._on_message(delivery.payload)
+            except LeaseLost:
+                raise  # unacked: the next leader gets this message
+            except TenureError as exc:
+                self.event("leader.bad_message", {"id": delivery.message_id, "error": str(exc)})
+            self.store.ack(self.team, LEADER_QUEUE, delivery.message_id)
+        return bool(deliveries)
+
+    def _on_message(self, payload: dict[str, Any]) -> None:
+        message = parse_message(payload)
+        if message.type == "task.result":
+            self.reviewer.on_result(message.body)
+        elif message.type == "task.progress":
+            body = message.body
+            self.event(
+                "task.progress",
+                {
+                    "task_id": body.task_id,
+                    "attempt": body.attempt,
+                    "message": body.message,
+                    "criteria": len(body.acceptance_criteria),
+                },
+            )
+
+    def supervise(self) -> bool:
+        """Requeue attempts whose worker went silent or whose deadline passed."""
+        now, live, acted = self.store.now(), self._workers(), False
+        for task in self.store.tasks(self.team):
+            if task.state not in ("queued", "running") or not task.assignee:
+                continue
+            deadline = task.spec.get("deadline_seconds", 300.0) + self.stale_grace
+            started = float(task.data.get("dispatched_at", task.updated_at))
+            if task.assignee not in live:
+                why = f"worker {task.assignee} stopped heartbeating"
+            elif now - started > deadline:
+                why = f"deadline of {deadline - self.stale_grace:g}s exceeded"
+            else:
+                continue
+            self.reviewer.retry(task, "failed", why)
+            acted = True
+        return acted
+
+    def dispatch(self) -> bool:
+        tasks = self.store.tasks(self.team)
+        done = {t.task_id for t in tasks if t.state == "done"}
+        workers = self._workers()
+        load = dict.fromkeys(workers, 0)
+        for t in tasks:
+            if t.state in ("queued", "running") and t.assignee in load:
+                load[t.assignee] += 1
+        sent = False
+        for task in tasks:
+            if (
+                task.state != "queued"
+                or task.assignee
+                or not set(task.spec.get("depends_on", [])) <= done
+            ):
+                continue
+            worker = self._pick(task, workers, load)
+            if worker is None:
+                continue
+            attempt = task.attempt + 1
+            data = {**task.data, "dispatched_at": self.store.now()}
+            record = self.store.transition(
+                self.team,
+                task.task_id,
+                epoch=self.epoch(),
+                expect=["queued"],
+                to="queued",
+                version=task.version,
+                assignee=worker,
+                attempt=attempt,
+                data=data,
+            )
+            self._send(record, worker)
+            load[worker] += 1
+            sent = True
+        return sent
+
+    def finished(self) -> bool:
+        """True when no task can make progress without a person."""
+        return all(t.state not in OPEN_STATES for t in self.store.tasks(self.team))
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _pick(
+        self, task: TaskRecord, workers: dict[str, Member], load: dict[str, int]
+    ) -> str | None:
+        need = task.spec.get("capability")
+        idle = [
+            m
+            for m in workers.values()
+            if load[m.member_id] == 0 and (need is None or need in m.capabilities)
+        ]
+        if not idle:
+            return None
+        return min(idle, key=lambda m: (-m.priority, m.member_id)).member_id
+
+    def _send(self, task: TaskRecord, worker: str) -> None:
+        envelope = envelope_for(task, epoch=self.epoch(), assignee=worker)
+        self.mailbox.assign(envelope)
+        self.event(
+            "task.dispatched",
+            {
+                "task_id": task.task_id,
+                "assignee": worker,
+                "key": idempotency_key(task.task_id, task.attempt),
+            },
+        )
+
+    def _workers(self) -> dict[str, Member]:
+        return {
+            m.member_id: m
+            for m in self.store.members(self.team)
+            if WORK_CAPABILITY in m.capabilities
+        }
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        epoch = self.epoch()
+        self.store.append_event(self.team, kind, {"leader": self.me, **data}, epoch=epoch)

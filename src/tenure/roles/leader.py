@@ -1,0 +1,133 @@
+"""A leader candidate: wins the lease by rank, conducts while it holds it, and
+stops acting the instant its own deadline passes without a renewal."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tenure.coord import LEAD_CAPABILITY, Election, EpochMemory, LeaseKeeper, LeaseTiming
+from tenure.protocol import Plan, TenureError
+from tenure.protocol.errors import LeaseLost, StaleEpoch
+from tenure.roles.conductor import Conductor
+from tenure.roles.heartbeat import MemberHeartbeat
+from tenure.store import Lease, Store
+
+Outcome = Literal["finished", "stopped"]
+
+
+@dataclass
+class LeaderConfig:
+    team: str
+    member_id: str
+    priority: int = 0
+    timing: LeaseTiming = field(default_factory=LeaseTiming)
+    election_backoff: float = 0.5
+    poll_interval: float = 0.05
+    member_ttl: float = 3.0
+    stale_grace: float = 2.0
+    state_dir: Path | None = None
+    workdir: Path | None = None
+    exit_when_done: bool = True
+    duplicate_assignments: bool = False
+    elect: bool = True
+
+
+class Leader:
+    def __init__(self, store: Store, config: LeaderConfig, plan: Plan | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.plan = plan
+        self.team = config.team
+        self.me = config.member_id
+        self.memory = EpochMemory.for_member(config.state_dir, config.team, config.member_id)
+        self.keeper = LeaseKeeper(store, config.team, config.member_id, config.timing)
+        self.election = Election(store, self.keeper, backoff=config.election_backoff)
+        self.heartbeat = MemberHeartbeat(
+            store,
+            config.team,
+            self.me,
+            ttl=config.member_ttl,
+            priority=config.priority,
+            capabilities=(LEAD_CAPABILITY,),
+            memory=self.memory,
+        )
+        self.terms = 0
+
+    def run(self, stop: threading.Event) -> Outcome:
+        """Campaign and lead until the plan is finished (or ``stop`` is set)."""
+        if self.config.elect:
+            self.heartbeat.start()
+        renewer = threading.Thread(
+            target=self._renew_loop, args=(stop,), daemon=True, name=f"tenure-renew-{self.me}"
+        )
+        renewer.start()
+        try:
+            while not stop.is_set():
+                if self._campaign() and self._lead(stop) == "finished":
+                    return "finished"
+                stop.wait(self.config.poll_interval * 4)
+            return "stopped"
+        finally:
+            stop.set()
+            self.keeper.release()
+            if self.config.elect:
+                self.heartbeat.stop(leave=True)
+
+    def _campaign(self) -> bool:
+        lease: Lease | None
+        try:
+            if not self.config.elect:
+                lease = self.keeper.claim(at_least=self.memory.highest)
+            else:
+                lease = self.election.try_lead(self.memory.highest)
+        except TenureError:
+            return False
+        if lease is None:
+            return False
+        self.memory.observe(lease.epoch)
+        self.terms += 1
+        self._event("leader.elected", {"priority": self.config.priority}, lease.epoch)
+        return True
+
+    def _lead(self, stop: threading.Event) -> Outcome | None:
+        conductor = Conductor(
+            self.store,
+            self.team,
+            self.me,
+            self.keeper.check,
+            workdir=self.config.workdir,
+            stale_grace=self.config.stale_grace,
+            duplicate=self.config.duplicate_assignments,
+        )
+        try:
+            conductor.load(self.plan)
+            conductor.adopt()
+            while not stop.is_set():
+                if not conductor.tick():
+                    if self.config.exit_when_done and conductor.finished():
+                        self._event("leader.plan_finished", {}, self.keeper.epoch)
+                        return "finished"
+                    stop.wait(self.config.poll_interval)
+        except (LeaseLost, StaleEpoch) as exc:
+            self.keeper.lost()
+            self._event("leader.stepped_down", {"reason": str(exc)}, None)
+        except TenureError as exc:
+            self.keeper.lost()
+            self._event("leader.error", {"error": str(exc)}, None)
+            time.sleep(self.config.poll_interval)
+        return None
+
+    def _renew_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.timing.renew_every):
+            if self.keeper.lease is not None and self.keeper.valid():
+                self.keeper.renew()
+
+    def _event(self, kind: str, data: dict[str, object], epoch: int | None) -> None:
+        try:
+            self.store.append_event(self.team, kind, {"leader": self.me, **data}, epoch=epoch)
+        except TenureError:
+            pass  # best effort while the store is unreachable

@@ -1,0 +1,78 @@
+"""``local`` mode: a leader and its workers as threads of one process.
+
+There is no election here because there is nothing to partition: if the
+process dies, the whole team dies with it. The leader still claims the lease
+and every write is still fenced, so a local run can be resumed by ``tenure
+run`` or taken over by a ``tenure leader`` on the same store.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenure.coord import LeaseTiming
+from tenure.executors import Executor
+from tenure.protocol import Plan
+from tenure.roles.follower import Follower, FollowerConfig
+from tenure.roles.leader import Leader, LeaderConfig, Outcome
+from tenure.store import Store
+
+
+@dataclass
+class LocalTeam:
+    store: Store
+    plan: Plan
+    executor: Executor
+    workers: int = 2
+    timing: LeaseTiming = LeaseTiming()
+    state_dir: Path | None = None
+    workdir: Path | None = None
+    leader_id: str = "leader"
+
+    def run(self, stop: threading.Event | None = None) -> Outcome:
+        stop = stop or threading.Event()
+        followers_stop = threading.Event()
+        team = self.plan.team
+        followers = [
+            Follower(
+                self.store,
+                FollowerConfig(
+                    team=team,
+                    member_id=f"worker-{n}",
+                    state_dir=self.state_dir,
+                    workdir=self.workdir,
+                    poll_interval=0.01,
+                ),
+                self.executor,
+            )
+            for n in range(1, self.workers + 1)
+        ]
+        threads = [
+            threading.Thread(
+                target=f.run, args=(followers_stop,), daemon=True, name=f"tenure-{f.me}"
+            )
+            for f in followers
+        ]
+        for thread in threads:
+            thread.start()
+        leader = Leader(
+            self.store,
+            LeaderConfig(
+                team=team,
+                member_id=self.leader_id,
+                timing=self.timing,
+                elect=False,
+                state_dir=self.state_dir,
+                workdir=self.workdir,
+                poll_interval=0.01,
+            ),
+            self.plan,
+        )
+        try:
+            return leader.run(stop)
+        finally:
+            followers_stop.set()
+            for thread in threads:
+                thread.join(timeout=10)

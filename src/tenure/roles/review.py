@@ -1,0 +1,147 @@
+"""The leader's judgement of a result: verify, accept, retry with history, or escalate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from tenure.protocol import Check, CommandEvidence, TaskResult, idempotency_key, to_dict
+from tenure.protocol.errors import Conflict
+from tenure.store import Store, TaskRecord
+from tenure.verify import verify
+
+_CHECKS: TypeAdapter[list[Check]] = TypeAdapter(list[Check])
+FAILURE_LIMIT = 2000
+
+
+class Reviewer:
+    def __init__(
+        self,
+        store: Store,
+        team: str,
+        epoch: Callable[[], int],
+        *,
+        workdir: Path | None,
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        self.store = store
+        self.team = team
+        self.epoch = epoch
+        self.workdir = workdir
+        self.event = on_event
+
+    def on_result(self, result: TaskResult) -> None:
+        """Take a result into review, unless it is a duplicate or from an old attempt."""
+        task = self.store.get_task(self.team, result.task_id)
+        current_key = idempotency_key(task.task_id, task.attempt)
+        info = {"task_id": task.task_id, "key": result.idempotency_key}
+        if result.idempotency_key != current_key or task.state != "running":
+            self.event("leader.duplicate_absorbed", {**info, "state": task.state})
+            return
+        try:
+            task = self.store.transition(
+                self.team,
+                task.task_id,
+                epoch=self.epoch(),
+                expect=["running"],
+                to="review",
+                version=task.version,
+                result=to_dict(result),
+            )
+        except Conflict:
+            self.event("leader.duplicate_absorbed", {**info, "state": "changed"})
+            return
+        self.review(task)
+
+    def review(self, task: TaskRecord) -> None:
+        result = TaskResult.model_validate(task.result)
+        if result.status == "completed":
+            self._verify(task, result)
+        elif result.status == "failed":
+            self.retry(task, "failed", _failure_text(result))
+        elif result.status == "blocked":
+            self.block(task, f"question: {result.question}", question=result.question)
+        else:
+            reason = "; ".join(result.notes.uncertain) or "no reason given"
+            self.block(task, f"refused: {reason}")
+
+    def _verify(self, task: TaskRecord, result: TaskResult) -> None:
+        checks = _CHECKS.validate_python(task.spec.get("checks", []))
+        verdicts = verify(
+            checks, result, output_schema=task.spec.get("output_schema"), workdir=self.workdir
+        )
+        for verdict in verdicts:
+            self.event(
+                "verify.verdict",
+                {
+                    "task_id": task.task_id,
+                    "key": result.idempotency_key,
+                    "check": verdict.check,
+                    "passed": verdict.passed,
+                    "reason": verdict.reason[:500],
+                },
+            )
+        failing = [v for v in verdicts if not v.passed]
+        if failing:
+            self.retry(task, "rejected", f"{failing[0].check} check failed: {failing[0].reason}")
+            return
+        summary = ", ".join(v.check for v in verdicts)
+        self._move(task, "done", reason=f"accepted: {summary}")
+
+    def retry(self, task: TaskRecord, status: str, failure: str) -> None:
+        """A new attempt with the failure in its history, or the inbox when out of tries."""
+        history = [
+            *task.data.get("history", []),
+            {
+                "attempt": max(task.attempt, 1),
+                "status": status,
+                "failure": failure[-FAILURE_LIMIT:],
+            },
+        ]
+        data = {**task.data, "history": history}
+        data.pop("dispatched_at", None)
+        used = task.attempt - int(task.data.get("attempt_base", 0))
+        if used >= int(task.spec.get("max_attempts", 3)):
+            self.block(task, f"gave up after {used} attempts: {failure}", data=data)
+            return
+        self.event(
+            "task.retry", {"task_id": task.task_id, "attempt": task.attempt, "why": failure[:300]}
+        )
+        self._move(task, "queued", assignee=None, data=data, reason=failure[:300])
+
+    def block(
+        self,
+        task: TaskRecord,
+        reason: str,
+        *,
+        question: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        data = dict(data if data is not None else task.data)
+        data.pop("dispatched_at", None)
+        if question:
+            data["question"] = question
+        self._move(task, "blocked", assignee=None, data=data, reason=reason[:500])
+        self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+
+    def _move(self, task: TaskRecord, to: str, **changes: Any) -> None:
+        self.store.transition(
+            self.team,
+            task.task_id,
+            epoch=self.epoch(),
+            expect=[task.state],
+            to=to,
+            version=task.version,
+            **changes,
+        )  # type: ignore[arg-type]
+
+
+def _failure_text(result: TaskResult) -> str:
+    parts = list(result.notes.uncertain)
+    for item in result.evidence:
+        if isinstance(item, CommandEvidence) and item.exit_code != 0:
+            parts.append(f"$ {item.command} (exit {item.exit_code})\n{item.output}")
+    return "\n".join(parts) or "the worker reported failure without a reason"
