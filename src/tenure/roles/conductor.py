@@ -200,7 +200,11 @@ class Conductor:
         return min(idle, key=lambda m: (-m.priority, m.member_id)).member_id
 
     def _send(self, task: TaskRecord, worker: str) -> None:
-        envelope = envelope_for(task, epoch=self.epoch(), assignee=worker)
+        deps = {}
+        for dep in task.spec.get("depends_on", []):
+            result = self.store.get_task(self.team, dep).result or {}
+            deps[dep] = result.get("artifact")
+        envelope = envelope_for(task, epoch=self.epoch(), assignee=worker, dependencies=deps)
         self.mailbox.assign(envelope)
         self.event(
             "task.dispatched",

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 
 from tenure.protocol import Check, CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
-from tenure.store import Store, TaskRecord
+from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import verify
 
 _CHECKS: TypeAdapter[list[Check]] = TypeAdapter(list[Check])
@@ -127,7 +127,7 @@ class Reviewer:
         self._move(task, "blocked", assignee=None, data=data, reason=reason[:500])
         self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
 
-    def _move(self, task: TaskRecord, to: str, **changes: Any) -> None:
+    def _move(self, task: TaskRecord, to: TaskState, **changes: Any) -> None:
         self.store.transition(
             self.team,
             task.task_id,
@@ -136,7 +136,7 @@ class Reviewer:
             to=to,
             version=task.version,
             **changes,
-        )  # type: ignore[arg-type]
+        )
 
 
 def _failure_text(result: TaskResult) -> str:

@@ -68,9 +68,19 @@ class Mailbox:
         self.send(queue, message)
 
 
-def envelope_for(record: TaskRecord, *, epoch: int, assignee: str) -> TaskEnvelope:
-    """The envelope of the record's current attempt, at ``epoch``."""
+def envelope_for(
+    record: TaskRecord,
+    *,
+    epoch: int,
+    assignee: str,
+    dependencies: dict[str, Any] | None = None,
+) -> TaskEnvelope:
+    """The envelope of the record's current attempt, at ``epoch``; the artifacts of
+    the tasks it depends on travel in ``input.from_dependencies``."""
     spec = record.spec
+    task_input = _with_answers(spec.get("input", {}), record.data.get("qa", []))
+    if dependencies:
+        task_input = {**task_input, "from_dependencies": dependencies}
     history = [PriorAttempt.model_validate(h) for h in record.data.get("history", [])]
     return TaskEnvelope.model_validate(
         {
@@ -83,7 +93,7 @@ def envelope_for(record: TaskRecord, *, epoch: int, assignee: str) -> TaskEnvelo
             "goal": spec["goal"],
             "acceptance_criteria": spec.get("acceptance_criteria", []),
             "checks": spec.get("checks", []),
-            "input": _with_answers(spec.get("input", {}), record.data.get("qa", [])),
+            "input": task_input,
             "scope": spec.get("scope", []),
             "depends_on": spec.get("depends_on", []),
             "reply_to": LEADER_QUEUE,

@@ -1,0 +1,119 @@
+"""``tenure leader`` and ``tenure worker``: one member of a team per process."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.processes import stop_on_signals
+from tenure.coord import LeaseTiming
+from tenure.executors import SPEC_HELP, resolve_executor
+from tenure.protocol import load_plan, new_id
+from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
+from tenure.roles.queue import QueueWorker
+from tenure.store import open_store
+
+PlanArgument = Annotated[Path | None, typer.Argument(help="Plan file (plan.yaml or plan.md).")]
+StateDir = Annotated[Path, typer.Option(help="Where this member keeps its highest-seen epoch.")]
+
+
+@app.command()
+def leader(
+    plan: PlanArgument = None,
+    store: StoreOption = None,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="Team path (default: the plan's).")
+    ] = None,
+    member_id: Annotated[
+        str | None, typer.Option("--id", help="Member id (default: random).")
+    ] = None,
+    priority: Annotated[int, typer.Option(help="Election priority; highest claims first.")] = 0,
+    ttl: Annotated[float, typer.Option(help="Lease TTL in seconds.")] = 3.0,
+    keep_running: Annotated[bool, typer.Option(help="Stay leader after the plan is done.")] = False,
+    state_dir: StateDir = Path(".tenure"),
+    workdir: Annotated[Path | None, typer.Option(help="Where command checks run.")] = None,
+    duplicate_assignments: Annotated[
+        bool, typer.Option(help="Fault injection: send every envelope twice.")
+    ] = False,
+) -> None:
+    """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
+
+    Start several on one store for failover; the highest priority leads.
+
+    Example: `tenure leader plan.yaml --store sqlite:///team.db --id lead-1 --priority 10`
+    """
+    loaded = load_plan(plan) if plan else None
+    name = team or (loaded.team if loaded else None)
+    if name is None:
+        raise fail("say which team to lead: give a PLAN or --team")
+    config = LeaderConfig(
+        team=name,
+        member_id=member_id or f"leader-{new_id()[-6:].lower()}",
+        priority=priority,
+        timing=LeaseTiming(ttl=ttl),
+        state_dir=state_dir,
+        workdir=workdir,
+        exit_when_done=not keep_running,
+        duplicate_assignments=duplicate_assignments,
+        stale_grace=ttl,
+    )
+    stop = threading.Event()
+    stop_on_signals(stop)
+    with open_store(store_url(store)) as opened:
+        outcome = Leader(opened, config, loaded).run(stop)
+    out.print(f"leader {config.member_id}: {outcome}")
+
+
+@app.command()
+def worker(
+    store: StoreOption = None,
+    team: Annotated[str, typer.Option("--team", "-t", help="Team path to join.")] = "default",
+    member_id: Annotated[
+        str | None, typer.Option("--id", help="Member id (default: random).")
+    ] = None,
+    executor: Annotated[str, typer.Option("--exec", help=f"Executor: {SPEC_HELP}.")] = "noop",
+    capability: Annotated[
+        list[str] | None, typer.Option("--capability", "-c", help="A capability (repeatable).")
+    ] = None,
+    priority: Annotated[int, typer.Option(help="Preference when several workers are idle.")] = 0,
+    queue: Annotated[
+        bool, typer.Option("--queue", help="Take work from the shared queue (queue mode).")
+    ] = False,
+    state_dir: StateDir = Path(".tenure"),
+    workdir: Annotated[Path | None, typer.Option(help="Working directory for tasks.")] = None,
+    member_ttl: Annotated[float, typer.Option(help="Liveness TTL in seconds.")] = 3.0,
+    visibility: Annotated[float, typer.Option(help="Visibility timeout of taken messages.")] = 30.0,
+    duplicate_results: Annotated[
+        bool, typer.Option(help="Fault injection: send every result twice.")
+    ] = False,
+) -> None:
+    """Join a team and execute the envelopes its leader sends, until stopped.
+
+    Example: `tenure worker --store redis://10.0.0.5:6379/0 --team acme --id w1 --exec "command:./agent.sh"`
+    """
+    chosen = resolve_executor(executor, field="--exec")
+    member = member_id or f"worker-{new_id()[-6:].lower()}"
+    stop = threading.Event()
+    stop_on_signals(stop)
+    with open_store(store_url(store)) as opened:
+        if queue:
+            QueueWorker(
+                opened, team, member, chosen, visibility_timeout=visibility, workdir=workdir
+            ).run(stop)
+            return
+        config = FollowerConfig(
+            team=team,
+            member_id=member,
+            priority=priority,
+            capabilities=tuple(capability or ()),
+            member_ttl=member_ttl,
+            visibility_timeout=visibility,
+            state_dir=state_dir,
+            workdir=workdir,
+            duplicate_results=duplicate_results,
+        )
+        Follower(opened, config, chosen).run(stop)

@@ -1,0 +1,159 @@
+"""``tenure run``: a whole team on one machine, with live progress."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.live import Live
+
+from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.processes import spawn, stop_all
+from tenure.console.state_cmds import team_table
+from tenure.coord import LeaseTiming
+from tenure.executors import SPEC_HELP, resolve_executor
+from tenure.protocol import Plan, load_plan
+from tenure.roles import Leader, LeaderConfig
+from tenure.roles.local import LocalTeam
+from tenure.roles.queue import enqueue_plan
+from tenure.store import Store, open_store
+
+
+class Mode(StrEnum):
+    team = "team"
+    local = "local"
+    queue = "queue"
+
+
+@app.command()
+def run(
+    plan: Annotated[Path, typer.Argument(help="Plan file (plan.yaml or plan.md).")],
+    store: StoreOption = None,
+    workers: Annotated[
+        int, typer.Option("--workers", "-w", min=1, max=64, help="Worker count.")
+    ] = 2,
+    mode: Annotated[
+        Mode, typer.Option(help="team: processes; local: threads; queue: no leader.")
+    ] = Mode.team,
+    executor: Annotated[str, typer.Option("--exec", help=f"Executor: {SPEC_HELP}.")] = "noop",
+    ttl: Annotated[float, typer.Option(help="Lease TTL in seconds.")] = 3.0,
+    state_dir: Annotated[Path, typer.Option(help="Members' local state.")] = Path(".tenure"),
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where tasks and command checks run.")
+    ] = None,
+) -> None:
+    """Run a plan with a leader and N workers on one machine, showing progress.
+
+    Exit status: 0 when every task is done, 3 when some wait in the inbox.
+
+    Example: `tenure run plan.yaml --workers 4 --exec "command:python3 agent.py"`
+    """
+    loaded = load_plan(plan)
+    resolve_executor(executor, field="--exec")  # refuse a bad spec before anything starts
+    url = store_url(store)
+    started = time.monotonic()
+    with open_store(url) as opened:
+        if mode is Mode.local:
+            team = LocalTeam(
+                opened,
+                loaded,
+                resolve_executor(executor),
+                workers=workers,
+                timing=LeaseTiming(ttl=ttl),
+                state_dir=state_dir,
+                workdir=workdir,
+            )
+            _watch(opened, loaded, team.run)
+        else:
+            _run_processes(opened, url, loaded, mode, workers, executor, ttl, state_dir, workdir)
+        raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
+
+
+def _run_processes(
+    store: Store,
+    url: str,
+    plan: Plan,
+    mode: Mode,
+    workers: int,
+    executor: str,
+    ttl: float,
+    state_dir: Path,
+    workdir: Path | None,
+) -> None:
+    common = [
+        "--store",
+        url,
+        "--team",
+        plan.team,
+        "--exec",
+        executor,
+        "--state-dir",
+        str(state_dir),
+    ]
+    if workdir is not None:
+        common += ["--workdir", str(workdir)]
+    extra = ["--queue"] if mode is Mode.queue else []
+    procs = [
+        spawn(["worker", *common, "--id", f"worker-{n}", *extra]) for n in range(1, workers + 1)
+    ]
+    try:
+        if mode is Mode.queue:
+            enqueue_plan(store, plan)
+            _watch(store, plan, lambda stop: _wait_settled(store, plan, stop))
+        else:
+            config = LeaderConfig(
+                team=plan.team,
+                member_id="leader",
+                priority=100,
+                timing=LeaseTiming(ttl=ttl),
+                state_dir=state_dir,
+                workdir=workdir,
+                stale_grace=ttl,
+            )
+            leader = Leader(store, config, plan)
+            _watch(store, plan, leader.run)
+    finally:
+        stop_all(procs)
+
+
+def _wait_settled(store: Store, plan: Plan, stop: threading.Event) -> str:
+    while not stop.is_set():
+        if all(t.state not in ("queued", "running", "review") for t in store.tasks(plan.team)):
+            return "finished"
+        stop.wait(0.05)
+    return "stopped"
+
+
+def _watch(store: Store, plan: Plan, body: object) -> None:
+    """Run ``body(stop)`` in a thread while a live table shows the register."""
+    stop = threading.Event()
+    worker = threading.Thread(target=body, args=(stop,), daemon=True)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        with Live(
+            team_table(store, plan.team), console=out, refresh_per_second=4, transient=False
+        ) as live:
+            while worker.is_alive():
+                worker.join(timeout=0.25)
+                live.update(team_table(store, plan.team))
+    except KeyboardInterrupt:
+        stop.set()
+        worker.join(timeout=10)
+        raise
+
+
+def _summary(store: Store, plan: Plan, elapsed: float) -> int:
+    states = Counter(t.state for t in store.tasks(plan.team))
+    parts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    out.print()
+    out.print(f"[bold]{plan.team}[/]: {parts} in {elapsed:.1f}s")
+    waiting = states["blocked"] + states["failed"]
+    if waiting:
+        out.print(f"{waiting} task(s) need a person: see [bold]tenure inbox[/]")
+        return 3
+    return 0
