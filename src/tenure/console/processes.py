@@ -15,7 +15,9 @@ def tenure_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "tenure", *args]
 
 
-def spawn(args: Sequence[str], *, log: Path | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    args: Sequence[str], *, log: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``tenure ARGS`` in its own session (so signals reach only it)."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
@@ -25,7 +27,7 @@ def spawn(args: Sequence[str], *, log: Path | None = None) -> subprocess.Popen[b
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     finally:
         if log is not None and not isinstance(out, int):

@@ -89,6 +89,7 @@ class Conductor:
 
     def tick(self) -> bool:
         """One round of results, supervision and dispatch; True if anything happened."""
+        self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
         busy |= self.supervise()
         busy |= self.dispatch()
