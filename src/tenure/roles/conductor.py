@@ -113,7 +113,7 @@ class Conductor:
     def _on_message(self, payload: dict[str, Any]) -> None:
         message = parse_message(payload)
         if message.type == "task.result":
-            self.reviewer.on_result(message.body)
+            self.reviewer.on_result(message.body, sender=message.sender)
         elif message.type == "task.progress":
             body = message.body
             self.event(

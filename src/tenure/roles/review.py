@@ -33,11 +33,16 @@ class Reviewer:
         self.workdir = workdir
         self.event = on_event
 
-    def on_result(self, result: TaskResult) -> None:
-        """Take a result into review, unless it is a duplicate or from an old attempt."""
+    def on_result(self, result: TaskResult, sender: str | None = None) -> None:
+        """Take a result into review, unless it is a duplicate, from an old attempt,
+        or from a member the attempt was not assigned to."""
         task = self.store.get_task(self.team, result.task_id)
         current_key = idempotency_key(task.task_id, task.attempt)
         info = {"task_id": task.task_id, "key": result.idempotency_key}
+        if sender is not None and task.assignee is not None and sender != task.assignee:
+            self.event("leader.result_refused", {**info, "sender": sender,
+                       "reason": f"the attempt is assigned to {task.assignee}, not {sender}"})
+            return
         if result.idempotency_key != current_key or task.state != "running":
             self.event("leader.duplicate_absorbed", {**info, "state": task.state})
             return
