@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
-from tenure.protocol.errors import Conflict, LeaseLost
+from tenure.protocol.errors import Conflict, LeaseLost, StaleEpoch
 from tenure.roles.review import Reviewer
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
 from tenure.store import Member, Store, TaskRecord
@@ -128,6 +128,7 @@ class Conductor:
 
     def supervise(self) -> bool:
         """Requeue attempts whose worker went silent or whose deadline passed."""
+        self._check_members_epochs()
         now, live, acted = self.store.now(), self._workers(), False
         for task in self.store.tasks(self.team):
             if task.state not in ("queued", "running") or not task.assignee:
@@ -143,6 +144,14 @@ class Conductor:
             self.reviewer.retry(task, "failed", why)
             acted = True
         return acted
+
+    def _check_members_epochs(self) -> None:
+        """A member that has seen a higher epoch than ours means the store forgot
+        (e.g. a Redis restart): our authority is stale, step down and claim above it."""
+        epoch = self.epoch()
+        highest = max((m.highest_epoch for m in self.store.members(self.team)), default=0)
+        if highest > epoch:
+            raise StaleEpoch(self.team, epoch, highest)
 
     def dispatch(self) -> bool:
         tasks = self.store.tasks(self.team)

@@ -113,6 +113,9 @@ class Leader:
                         return "finished"
                     stop.wait(self.config.poll_interval)
         except (LeaseLost, StaleEpoch) as exc:
+            if isinstance(exc, StaleEpoch):
+                self.memory.observe(exc.current)  # the next claim starts above it
+                self.keeper.release()
             self.keeper.lost()
             self._event("leader.stepped_down", {"reason": str(exc)}, None)
         except TenureError as exc:
