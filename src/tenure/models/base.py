@@ -1,0 +1,67 @@
+"""The model interface: messages in, text (or JSON) and usage out.
+
+Small on purpose, so an OpenAI-compatible server, Anthropic's API and a
+scripted test double all fit behind it. Judges, LLM workers and the planner
+talk to models only through this.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer: its text, what it cost, and which model said it."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    provider: str = ""
+
+    def json(self) -> Any:
+        """The text parsed as JSON (a ```json fence is tolerated); ValueError if not JSON."""
+        text = self.text.strip()
+        if text.startswith("```"):
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+            text = text.rsplit("```", 1)[0]
+        return json.loads(text)
+
+
+class Model(Protocol):
+    """Anything that can answer a conversation."""
+
+    name: str
+    provider: str
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
