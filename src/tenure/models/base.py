@@ -36,12 +36,22 @@ class Usage:
 
 @dataclass(frozen=True)
 class Completion:
-    """One model answer: its text, what it cost, and which model said it."""
+    """One model answer: its text, what it cost, and which model said it.
+
+    ``refusal`` is set when the model declined (a refusal field, a content filter, a
+    ``refusal`` stop reason); ``finish_reason`` is the provider's own word for why
+    it stopped (``stop``, ``length``, ``tool_use``...), ``seconds`` the call's wall time;
+    ``priced`` is False when the price table did not know the model (cost recorded as 0).
+    """
 
     text: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     provider: str = ""
+    refusal: str | None = None
+    finish_reason: str = ""
+    seconds: float = 0.0
+    priced: bool = True
 
     def json(self) -> Any:
         """The text parsed as JSON (a ```json fence is tolerated); ValueError if not JSON."""

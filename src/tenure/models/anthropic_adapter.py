@@ -1,0 +1,209 @@
+"""Anthropic's Messages API through the official ``anthropic`` SDK.
+
+Structured output is a forced tool call: the schema becomes the input schema of
+a tool named ``answer`` and ``tool_choice`` makes the model call it, which works
+on every Claude model and every SDK version since 0.34. The SDK retries 429,
+5xx (including 529 overloaded), timeouts and lost connections with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tenure.models._sdk import as_int, import_sdk, translate_error, usage_of
+from tenure.models.base import ChatMessage, Completion
+from tenure.models.errors import ModelError
+from tenure.models.guard import check_request
+from tenure.models.pricing import PriceTable
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096
+TOOL = "answer"
+
+
+class AnthropicModel:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        stream: bool = False,
+        prices: PriceTable | None = None,
+        provider: str = "anthropic",
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        self.sdk = import_sdk("anthropic", "anthropic")
+        self.name = model
+        self.provider = provider
+        self.base_url = base_url
+        self.stream = stream
+        self.prices = prices
+        self.default_max_tokens = default_max_tokens
+        self.client: Any = self.sdk.Anthropic(
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    @property
+    def url(self) -> str:
+        return self.base_url or ANTHROPIC_URL
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        check_request(self.provider, self.url)
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": max_tokens or self.default_max_tokens,
+            "messages": [
+                {"role": m.role, "content": m.content} for m in messages if m.role != "system"
+            ],
+        }
+        if system:
+            kwargs["system"] = system
+        wrapped = json_schema is not None and json_schema.get("type") != "object"
+        if json_schema is not None:
+            schema = (
+                {"type": "object", "properties": {"value": json_schema}, "required": ["value"]}
+                if wrapped
+                else json_schema
+            )
+            kwargs["tools"] = [
+                {
+                    "name": TOOL,
+                    "description": "Give your answer as this tool's input, exactly in its schema.",
+                    "input_schema": schema,
+                }
+            ]
+            kwargs["tool_choice"] = {"type": "tool", "name": TOOL}
+        started = time.monotonic()
+        try:
+            if self.stream:
+                blocks, stop, tokens = self._streamed(kwargs)
+            else:
+                blocks, stop, tokens = self._whole(kwargs)
+        except ModelError:
+            raise
+        except self.sdk.APIError as exc:
+            raise translate_error(self.sdk, exc, self.provider, self.name, self.url) from None
+        text = _text_of(blocks, unwrap=wrapped)
+        refusal = None
+        if stop == "refusal":
+            refusal = _plain_text(blocks) or "the model declined to answer"
+        usage, priced = usage_of(
+            self.prices, self.provider, self.name, tokens[0], tokens[1], messages, text
+        )
+        return Completion(
+            text,
+            usage,
+            self.name,
+            self.provider,
+            refusal=refusal,
+            finish_reason=stop,
+            seconds=time.monotonic() - started,
+            priced=priced,
+        )
+
+    def _whole(self, kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], str, tuple[Any, Any]]:
+        response = self.client.messages.create(**kwargs)
+        blocks: list[dict[str, Any]] = []
+        for block in getattr(response, "content", None) or []:
+            kind = getattr(block, "type", "")
+            if kind == "text":
+                blocks.append({"type": "text", "text": block.text})
+            elif kind == "tool_use":
+                blocks.append({"type": "tool_use", "input": block.input})
+        usage = getattr(response, "usage", None)
+        tokens = (
+            as_int(getattr(usage, "input_tokens", None)),
+            as_int(getattr(usage, "output_tokens", None)),
+        )
+        return blocks, getattr(response, "stop_reason", None) or "", tokens
+
+    def _streamed(
+        self, kwargs: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str, tuple[Any, Any]]:
+        blocks: list[dict[str, Any]] = []
+        stop, done = "", False
+        tokens_in: Any = None
+        tokens_out: Any = None
+        stream = self.client.messages.create(**kwargs, stream=True)
+        try:
+            for event in stream:
+                kind = getattr(event, "type", "")
+                if kind == "message_start":
+                    tokens_in = as_int(getattr(event.message.usage, "input_tokens", None))
+                elif kind == "content_block_start":
+                    block_type = getattr(event.content_block, "type", "text")
+                    blocks.append({"type": block_type, "text": "", "json": ""})
+                elif kind == "content_block_delta" and blocks:
+                    delta = event.delta
+                    if getattr(delta, "type", "") == "text_delta":
+                        blocks[-1]["text"] += delta.text
+                    elif getattr(delta, "type", "") == "input_json_delta":
+                        blocks[-1]["json"] += delta.partial_json
+                elif kind == "message_delta":
+                    stop = getattr(event.delta, "stop_reason", None) or stop
+                    tokens_out = as_int(getattr(event.usage, "output_tokens", None))
+                elif kind == "message_stop":
+                    done = True
+        except self.sdk.APIError:
+            raise
+        except Exception as exc:  # the connection dropped mid-stream
+            raise ModelError(
+                f"the stream was cut short: {type(exc).__name__}: {exc}",
+                kind="cut_short",
+                provider=self.provider,
+                model=self.name,
+            ) from None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if not done:
+            raise ModelError(
+                "the stream was cut short: it ended before message_stop",
+                kind="cut_short",
+                provider=self.provider,
+                model=self.name,
+            )
+        for block in blocks:
+            if block["type"] == "tool_use":
+                try:
+                    block["input"] = json.loads(block["json"] or "{}")
+                except ValueError:
+                    block["input"] = None
+                    block["raw"] = block["json"]
+        return blocks, stop, (tokens_in, tokens_out)
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.provider}:{self.name} at {self.url})"
+
+
+def _plain_text(blocks: list[dict[str, Any]]) -> str:
+    return "".join(str(b.get("text", "")) for b in blocks if b["type"] == "text")
+
+
+def _text_of(blocks: list[dict[str, Any]], *, unwrap: bool) -> str:
+    """The tool call's input as JSON text when there is one, else the text blocks."""
+    for block in blocks:
+        if block["type"] == "tool_use":
+            if block.get("input") is None:
+                return str(block.get("raw", ""))
+            value = block["input"]
+            if unwrap and isinstance(value, dict) and "value" in value:
+                value = value["value"]
+            return json.dumps(value)
+    return _plain_text(blocks)
