@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from typing import Any, cast
 
 from tenure.executors.base import Executor
@@ -26,11 +27,17 @@ def resolve_executor(spec: str, *, field: str = "executor") -> Executor:
         return NoopExecutor()
     if kind == "sleep":
         try:
-            return SleepExecutor(float(rest))
+            seconds = float(rest)
         except ValueError:
-            raise ProtocolError(field, f"sleep:SECONDS with a number, got {spec!r}") from None
+            seconds = math.nan
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ProtocolError(field, f"sleep:SECONDS with a number >= 0, got {spec!r}")
+        return SleepExecutor(seconds)
     if kind == "command" and rest.strip():
-        return CommandExecutor(rest)
+        try:
+            return CommandExecutor(rest)
+        except ValueError as exc:  # shlex: unbalanced quotes
+            raise ProtocolError(field, f"command:CMDLINE ({exc}); got {spec!r}") from None
     if kind == "python" and rest:
         return _python(rest, spec, field)
     raise ProtocolError(field, f"one of {SPEC_HELP}; got {spec!r}")

@@ -103,7 +103,7 @@ class Conductor:
             self.epoch()  # a leader past its deadline handles nothing more
             try:
                 self._on_message(delivery.payload)
-            except LeaseLost:
+            except (LeaseLost, StaleEpoch):
                 raise  # unacked: the next leader gets this message
             except TenureError as exc:
                 self.event("leader.bad_message", {"id": delivery.message_id, "error": str(exc)})
@@ -191,8 +191,19 @@ class Conductor:
         return sent
 
     def finished(self) -> bool:
-        """True when no task can make progress without a person."""
-        return all(t.state not in OPEN_STATES for t in self.store.tasks(self.team))
+        """True when no task can make progress without a person: each one is settled,
+        or queued behind a dependency that is itself waiting for a person."""
+        tasks = self.store.tasks(self.team)
+        stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
+        grew = True
+        while grew:
+            grew = False
+            for t in tasks:
+                deps = t.spec.get("depends_on", [])
+                if t.task_id not in stuck and t.state == "queued" and stuck.intersection(deps):
+                    stuck.add(t.task_id)
+                    grew = True
+        return all(t.state not in OPEN_STATES or t.task_id in stuck for t in tasks)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenure.executors import Executor, TaskContext, safe_result
+from tenure.executors import Executor, TaskContext, failed, resolve_executor, safe_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TenureError, parse_message, to_dict
 from tenure.protocol.errors import Conflict, EffectInProgress, StaleEpoch
 from tenure.roles.conductor import plan_spec
@@ -26,7 +26,8 @@ QUEUE_EPOCH = 1
 
 
 def enqueue_plan(store: Store, plan: Plan, *, sender: str = "operator") -> int:
-    """Register and enqueue every task of a plan; dependencies are refused here."""
+    """Register and enqueue every task of a plan, and send a new attempt of each known
+    task the register holds as queued (an answered one); dependencies are refused here."""
     for index, task in enumerate(plan.tasks):
         if task.depends_on:
             raise ProtocolError(
@@ -35,9 +36,12 @@ def enqueue_plan(store: Store, plan: Plan, *, sender: str = "operator") -> int:
             )
     mailbox = Mailbox(store, plan.team, sender)
     queued = 0
-    known = {t.task_id for t in store.tasks(plan.team)}
+    known = {t.task_id: t for t in store.tasks(plan.team)}
     for task in plan.tasks:
         if task.id in known:
+            if known[task.id].state == "queued":  # e.g. re-queued by `tenure answer`
+                _enqueue_attempt(store, mailbox, known[task.id])
+                queued += 1
             continue
         record = store.create_task(
             plan.team, task.id, epoch=QUEUE_EPOCH, spec=plan_spec(plan, task)
@@ -149,7 +153,12 @@ class QueueWorker:
         ctx = TaskContext(
             worker_id=self.member_id, team=self.team, workdir=self.workdir, envelope=env
         )
-        result = safe_result(env, lambda: self.executor.execute(env, ctx))
+        try:  # a task may name its own executor, as it may in team mode
+            executor = resolve_executor(env.executor) if env.executor else self.executor
+        except ProtocolError:
+            result = failed(env, f"unknown executor {env.executor!r}")
+        else:
+            result = safe_result(env, lambda: executor.execute(env, ctx))
         self.executed += 1
         self.store.effect_finish(
             self.team, env.idempotency_key, holder=self.member_id, result=to_dict(result)

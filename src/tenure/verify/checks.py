@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +14,7 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
+from referencing.exceptions import Unresolvable
 
 from tenure.protocol import (
     CommandCheck,
@@ -36,11 +40,15 @@ class Verdict:
 
 def check_schema(check: SchemaCheck, result: TaskResult) -> Verdict:
     try:
-        validator_cls = jsonschema.validators.validator_for(check.json_schema)
+        validator_cls = jsonschema.validators.validator_for(
+            check.json_schema, default=jsonschema.validators.Draft202012Validator
+        )
         validator_cls.check_schema(check.json_schema)
+        errors = sorted(validator_cls(check.json_schema).iter_errors(result.artifact), key=str)
     except SchemaError as exc:
         return Verdict("schema", False, f"the check's schema is itself invalid: {exc.message}")
-    errors = sorted(validator_cls(check.json_schema).iter_errors(result.artifact), key=str)
+    except (Unresolvable, TypeError) as exc:  # a dangling $ref, a $schema that is no URI
+        return Verdict("schema", False, f"the check's schema is itself invalid: {exc}")
     if not errors:
         return Verdict("schema", True, "artifact matches the schema")
     first: ValidationError = errors[0]
@@ -85,32 +93,45 @@ def check_evidence(
 
 
 def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
-    """Run the check's command ourselves, with a timeout, in the task's directory."""
+    """Run the check's command ourselves, with a timeout, in the task's directory.
+
+    On timeout the command's whole process group is killed, not just its shell."""
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             check.run,
             shell=True,
             cwd=workdir,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=check.timeout_seconds,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return Verdict(
-            "command", False, f"`{check.run}` timed out after {check.timeout_seconds:g}s"
-        )
     except OSError as exc:
         return Verdict("command", False, f"`{check.run}` could not start: {exc.strerror}")
-    output = (proc.stdout + proc.stderr)[-OUTPUT_LIMIT:]
+    with proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=check.timeout_seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return Verdict(
+                "command", False, f"`{check.run}` timed out after {check.timeout_seconds:g}s"
+            )
+    output = (stdout + stderr)[-OUTPUT_LIMIT:]
     seen = {"command": check.run, "exit_code": proc.returncode, "output": output}
     if proc.returncode != check.expect_exit:
         reason = f"`{check.run}` exited {proc.returncode}, expected {check.expect_exit}"
         if proc.returncode == 127:
             reason += " (command not found)"
         return Verdict("command", False, f"{reason}\n{output}".rstrip(), seen)
-    if check.expect_output and not re.search(check.expect_output, output):
+    try:
+        matched = not check.expect_output or re.search(check.expect_output, output)
+    except re.error as exc:
+        reason = f"expect_output {check.expect_output!r} is not a valid regex: {exc}"
+        return Verdict("command", False, reason, seen)
+    if not matched:
         reason = f"`{check.run}` output does not match {check.expect_output!r}"
         return Verdict("command", False, reason, seen)
     return Verdict("command", True, f"`{check.run}` exited {proc.returncode} as expected", seen)
