@@ -30,6 +30,10 @@ def _run_directly(key: str, fn: Callable[[], Any]) -> Any:
     return fn()
 
 
+def _no_record(kind: str, data: dict[str, Any]) -> None:
+    return None
+
+
 @dataclass
 class TaskContext:
     """What the follower lends the executor for one attempt."""
@@ -41,10 +45,15 @@ class TaskContext:
     report_progress: Callable[[str, float | None], None] = _no_progress
     run_effect: Callable[[str, Callable[[], Any]], Any] = _run_directly
     envelope: TaskEnvelope | None = None
+    record_event: Callable[[str, dict[str, Any]], None] = _no_record
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """A check-in to the leader; the follower restates the criteria with it."""
         self.report_progress(message, fraction)
+
+    def record(self, kind: str, data: dict[str, Any]) -> None:
+        """Append an event to the team's log (e.g. ``model.call`` with tokens and cost)."""
+        self.record_event(kind, data)
 
     def effect(self, name: str, fn: Callable[[], T]) -> T:
         """Run a side effect at most once per task (key ``<task_id>:<name>``), across

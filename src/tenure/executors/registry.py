@@ -2,7 +2,8 @@
 
 ``noop`` · ``sleep:SECONDS`` · ``command:CMDLINE`` · ``python:MODULE:ATTR`` where
 ATTR is a function ``fn(envelope, ctx)``, an object with ``execute``, or a
-zero-argument factory returning one.
+zero-argument factory returning one · ``llm`` (the model ``TENURE_MODEL`` names)
+or ``llm:PROVIDER:MODEL[@BASE_URL]``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tenure.executors.python import PythonExecutor
 from tenure.executors.scripted import NoopExecutor, SleepExecutor
 from tenure.protocol import ProtocolError
 
-SPEC_HELP = "noop, sleep:SECONDS, command:CMDLINE or python:MODULE:ATTR"
+SPEC_HELP = "noop, sleep:SECONDS, command:CMDLINE, python:MODULE:ATTR or llm[:PROVIDER:MODEL]"
 
 
 def resolve_executor(spec: str, *, field: str = "executor") -> Executor:
@@ -40,6 +41,10 @@ def resolve_executor(spec: str, *, field: str = "executor") -> Executor:
             raise ProtocolError(field, f"command:CMDLINE ({exc}); got {spec!r}") from None
     if kind == "python" and rest:
         return _python(rest, spec, field)
+    if kind == "llm":
+        from tenure.executors.llm import LLMExecutor  # imports the model layer only when used
+
+        return LLMExecutor.from_spec(rest)
     raise ProtocolError(field, f"one of {SPEC_HELP}; got {spec!r}")
 
 

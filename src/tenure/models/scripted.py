@@ -2,7 +2,8 @@
 
 It answers from a list (one reply per call, the last repeating) or from a
 function of the conversation, and counts tokens roughly (words), so budgets
-and benchmarks have something real to add up.
+and benchmarks have something real to add up; give it a ``price`` to make
+those tokens cost money (free by default).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenure.models.base import ChatMessage, Completion, Usage
+from tenure.models.pricing import Price
 
 Reply = str | dict[str, Any] | list[Any]
 
@@ -31,9 +33,11 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         provider: str = "scripted",
+        price: Price | None = None,
     ) -> None:
         self.name = name
         self.provider = provider
+        self.price = price or Price(0.0, 0.0)
         self._replies = replies
         self._lock = threading.Lock()
         self.calls: list[list[ChatMessage]] = []
@@ -50,7 +54,9 @@ class ScriptedModel:
             index = len(self.calls) - 1
         reply = self._next(messages, index)
         text = reply if isinstance(reply, str) else json.dumps(reply)
-        usage = Usage(sum(count_tokens(m.content) for m in messages), count_tokens(text))
+        tokens_in = sum(count_tokens(m.content) for m in messages)
+        tokens_out = count_tokens(text)
+        usage = Usage(tokens_in, tokens_out, self.price.cost(tokens_in, tokens_out))
         return Completion(text, usage, self.name, self.provider)
 
     def _next(self, messages: list[ChatMessage], index: int) -> Reply:

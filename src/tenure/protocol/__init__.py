@@ -13,6 +13,7 @@ from tenure.protocol.codec import (
     to_json,
 )
 from tenure.protocol.envelope import (
+    Budget,
     Check,
     CommandCheck,
     CommandEvidence,
@@ -24,6 +25,7 @@ from tenure.protocol.envelope import (
     QuorumCheck,
     SchemaCheck,
     SourceEvidence,
+    Spend,
     TaskEnvelope,
     TaskResult,
     idempotency_key,
@@ -58,6 +60,7 @@ __all__ = [
     "MESSAGE_CLASSES",
     "MESSAGE_TYPES",
     "PROTOCOL_VERSION",
+    "Budget",
     "Check",
     "CommandCheck",
     "CommandEvidence",
@@ -78,6 +81,7 @@ __all__ = [
     "QuorumCheck",
     "SchemaCheck",
     "SourceEvidence",
+    "Spend",
     "StaleEpoch",
     "StoreError",
     "StoreUnavailable",

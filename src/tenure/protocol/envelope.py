@@ -76,6 +76,33 @@ Check = Annotated[
 ]
 
 
+# --- budgets and spend ----------------------------------------------------------------
+
+
+class Budget(Strict):
+    """Limits on model work for one task or a whole team; a limit left out is unlimited.
+
+    In an envelope it is what remains for that attempt (the leader subtracts what the
+    task and the team have spent already)."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+    wall_seconds: float | None = Field(default=None, ge=0)
+
+
+class Spend(Strict):
+    """What model work cost: tokens in and out, money, calls, and the model that did it.
+
+    ``unpriced`` counts calls to a model the price table does not know (costed at 0)."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+    calls: int = Field(default=0, ge=0)
+    unpriced: int = Field(default=0, ge=0)
+    model: str | None = None
+
+
 # --- the envelope -------------------------------------------------------------------
 
 
@@ -106,6 +133,7 @@ class TaskEnvelope(Strict):
     history: list[PriorAttempt] = Field(default_factory=list)
     output_schema: JsonObject | None = None
     executor: str | None = None
+    budget: Budget | None = None
 
     @field_validator("task_id")
     @classmethod
@@ -175,6 +203,7 @@ class TaskResult(Strict):
     question: str | None = None
     confidence: float | None = Field(default=None, ge=0, le=1)
     grounding: list[Grounding] = Field(default_factory=list)
+    usage: Spend | None = None
 
     @field_validator("task_id")
     @classmethod

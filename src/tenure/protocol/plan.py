@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from tenure.protocol.envelope import Check, JsonObject, Strict
+from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
 
@@ -29,6 +29,7 @@ class PlanTask(Strict):
     output_schema: JsonObject | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=20)
     executor: str | None = None
+    budget: Budget | None = None
 
     @field_validator("id")
     @classmethod
@@ -44,6 +45,8 @@ class Plan(Strict):
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=20)
     tasks: list[PlanTask] = Field(min_length=1)
     policies: dict[str, Any] = Field(default_factory=dict)
+    budget: Budget | None = None
+    planning_spend: Spend | None = None
 
     @field_validator("team")
     @classmethod
