@@ -97,7 +97,14 @@ def _run_processes(
     ]
     if workdir is not None:
         common += ["--workdir", str(workdir)]
+    # every worker runs the same executor, so each takes every capability the plan asks
+    for capability in sorted({t.capability for t in plan.tasks if t.capability}):
+        common += ["--capability", capability]
     extra = ["--queue"] if mode is Mode.queue else []
+    if mode is Mode.queue:
+        # a claim lasts as long as the message stays invisible: cover the longest task
+        longest = max(t.deadline_seconds for t in plan.tasks)
+        extra += ["--visibility", f"{longest + 5:g}"]
     procs = [
         spawn(["worker", *common, "--id", f"worker-{n}", *extra]) for n in range(1, workers + 1)
     ]

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
@@ -60,7 +61,9 @@ def team_table(store: Store, team: str) -> Table:
     )
     for column in ("task", "state", "attempt", "assignee", "age", "reason"):
         table.add_column(column, overflow="fold")
-    for task in sorted_tasks(store.tasks(team)):
+    tasks = store.tasks(team)
+    states: dict[str, str] = {t.task_id: t.state for t in tasks}
+    for task in sorted_tasks(tasks):
         style = _STATE_STYLE.get(task.state, "")
         table.add_row(
             task.task_id,
@@ -68,9 +71,22 @@ def team_table(store: Store, team: str) -> Table:
             str(task.attempt),
             task.assignee or "-",
             age(now - task.updated_at),
-            task.reason[:80],
+            escape(_reason(task, states)[:80]),
         )
     return table
+
+
+def _reason(task: TaskRecord, states: dict[str, str]) -> str:
+    """Why a task is where it is; a queued task names the dependencies it waits for."""
+    if task.state == "queued" and not task.assignee:
+        waiting = [
+            f"{d} ({states.get(d, '?')})"
+            for d in task.spec.get("depends_on", [])
+            if states.get(d) != "done"
+        ]
+        if waiting:
+            return "waits for " + ", ".join(waiting)
+    return task.reason
 
 
 @app.command()

@@ -9,6 +9,7 @@ run`` or taken over by a ``tenure leader`` on the same store.
 from __future__ import annotations
 
 import threading
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,17 +31,21 @@ class LocalTeam:
     state_dir: Path | None = None
     workdir: Path | None = None
     leader_id: str = "leader"
+    splitter: Any = None  # a roles.split.Splitter for the leader
 
     def run(self, stop: threading.Event | None = None) -> Outcome:
         stop = stop or threading.Event()
         followers_stop = threading.Event()
         team = self.plan.team
+        # every thread runs the same executor, so each can do what the plan asks
+        capabilities = tuple(sorted({t.capability for t in self.plan.tasks if t.capability}))
         followers = [
             Follower(
                 self.store,
                 FollowerConfig(
                     team=team,
                     member_id=f"worker-{n}",
+                    capabilities=capabilities,
                     state_dir=self.state_dir,
                     workdir=self.workdir,
                     poll_interval=0.01,
@@ -67,6 +72,7 @@ class LocalTeam:
                 state_dir=self.state_dir,
                 workdir=self.workdir,
                 poll_interval=0.01,
+                splitter=self.splitter,
             ),
             self.plan,
         )

@@ -123,7 +123,7 @@ class QueueWorker:
                 env.idempotency_key,
                 epoch=env.epoch,
                 holder=self.member_id,
-                claim_seconds=env.deadline_seconds,
+                claim_seconds=self.visibility_timeout,
             )
             if ticket.status == "done":
                 self._event("queue.duplicate_absorbed", {"task_id": env.task_id, "state": "done"})
