@@ -39,6 +39,9 @@ class SQLiteBase(Store):
     def _event(
         self, cur: sqlite3.Cursor, team: str, kind: str, data: dict[str, Any], epoch: int | None
     ) -> int:
+        # Every change appends an event, so this is where a team becomes known to
+        # ``teams()`` (a team may have only messages or events of its own).
+        cur.execute("INSERT OR IGNORE INTO teams (team, epoch) VALUES (?, 0)", (team,))
         cur.execute(
             "INSERT INTO events (team, kind, at, epoch, data) VALUES (?, ?, ?, ?, ?)",
             (team, kind, self.now(), epoch, json.dumps(data, default=str)),

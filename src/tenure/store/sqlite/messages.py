@@ -46,22 +46,30 @@ class MessagesMixin(SQLiteBase):
         delivered: list[Delivery] = []
         with self.db.write() as cur:
             now = self.now()
-            rows = cur.execute(
-                "SELECT * FROM messages WHERE team = ? AND queue = ? AND dead = 0"
-                " AND visible_at <= ? ORDER BY seq LIMIT ?",
-                (team, queue, now, max_messages * 4),
-            ).fetchall()
-            for row in rows:
-                if len(delivered) == max_messages:
+            # Page on until the batch is full or the queue has nothing more visible, so
+            # a run of dead letters never hides a deliverable message behind it.
+            after = 0
+            while len(delivered) < max_messages:
+                rows = cur.execute(
+                    "SELECT * FROM messages WHERE team = ? AND queue = ? AND dead = 0"
+                    " AND visible_at <= ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (team, queue, now, after, (max_messages - len(delivered)) * 4),
+                ).fetchall()
+                if not rows:
                     break
-                if row["deliveries"] >= max_deliveries:
-                    self._dead_letter(cur, row, consumer)
-                    continue
-                cur.execute(
-                    "UPDATE messages SET deliveries = deliveries + 1, visible_at = ? WHERE seq = ?",
-                    (now + visibility_timeout, row["seq"]),
-                )
-                delivered.append(_delivery(row, row["deliveries"] + 1))
+                for row in rows:
+                    if len(delivered) == max_messages:
+                        break
+                    after = row["seq"]
+                    if row["deliveries"] >= max_deliveries:
+                        self._dead_letter(cur, row, consumer)
+                        continue
+                    cur.execute(
+                        "UPDATE messages SET deliveries = deliveries + 1, visible_at = ?"
+                        " WHERE seq = ?",
+                        (now + visibility_timeout, row["seq"]),
+                    )
+                    delivered.append(_delivery(row, row["deliveries"] + 1))
         return delivered
 
     def ack(self, team: str, queue: str, message_id: str) -> bool:

@@ -1,0 +1,1 @@
+"""The shared store contract: every backend runs these tests unchanged."""

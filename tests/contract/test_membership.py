@@ -1,0 +1,142 @@
+"""Membership: join with priority and capabilities, heartbeat, the live list."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tenure.protocol.errors import NotFound, ProtocolError
+from tenure.store import Store
+
+from ._support import OTHER_TEAM, SHORT_TTL, TEAM, wait_out
+
+
+def test_join_records_priority_capabilities_and_epoch(store: Store) -> None:
+    before = store.now()
+    member = store.join(
+        TEAM, "m1", ttl=10.0, priority=3, capabilities=["lead", "code"], highest_epoch=4
+    )
+    after = store.now()
+    assert (member.team, member.member_id, member.priority) == (TEAM, "m1", 3)
+    assert set(member.capabilities) == {"lead", "code"}
+    assert member.highest_epoch == 4
+    assert before <= member.joined_at <= after
+    assert before + 10.0 <= member.expires_at <= after + 10.0
+    [listed] = store.members(TEAM)
+    assert listed.member_id == "m1"
+    assert listed.priority == 3
+    assert set(listed.capabilities) == {"lead", "code"}
+    assert listed.highest_epoch == 4
+
+
+def test_join_defaults(store: Store) -> None:
+    member = store.join(TEAM, "m1", ttl=10.0)
+    assert member.priority == 0
+    assert tuple(member.capabilities) == ()
+    assert member.highest_epoch == 0
+
+
+def test_members_are_ordered_by_priority_desc_then_id(store: Store) -> None:
+    store.join(TEAM, "carol", ttl=10.0, priority=1)
+    store.join(TEAM, "bob", ttl=10.0, priority=5)
+    store.join(TEAM, "dave", ttl=10.0, priority=1)
+    store.join(TEAM, "alice", ttl=10.0, priority=1)
+    store.join(TEAM, "eve", ttl=10.0, priority=-2)
+    assert [m.member_id for m in store.members(TEAM)] == ["bob", "alice", "carol", "dave", "eve"]
+
+
+def test_expired_member_leaves_the_live_list(store: Store) -> None:
+    store.join(TEAM, "short", ttl=SHORT_TTL)
+    store.join(TEAM, "long", ttl=10.0)
+    assert {m.member_id for m in store.members(TEAM)} == {"short", "long"}
+    wait_out()
+    assert [m.member_id for m in store.members(TEAM)] == ["long"]
+
+
+def test_heartbeat_keeps_a_member_live(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=SHORT_TTL)
+    time.sleep(SHORT_TTL * 0.6)
+    beat = store.heartbeat(TEAM, "m1", ttl=SHORT_TTL)
+    assert beat.member_id == "m1"
+    time.sleep(SHORT_TTL * 0.6)  # past the join TTL, inside the heartbeat's
+    assert [m.member_id for m in store.members(TEAM)] == ["m1"]
+
+
+def test_heartbeat_keeps_priority_and_capabilities(store: Store) -> None:
+    joined = store.join(TEAM, "m1", ttl=10.0, priority=7, capabilities=["lead"])
+    beat = store.heartbeat(TEAM, "m1", ttl=20.0)
+    assert beat.priority == 7
+    assert set(beat.capabilities) == {"lead"}
+    assert beat.joined_at == pytest.approx(joined.joined_at)
+    assert beat.expires_at > joined.expires_at
+
+
+def test_heartbeat_of_unknown_member_raises_not_found(store: Store) -> None:
+    with pytest.raises(NotFound):
+        store.heartbeat(TEAM, "nobody", ttl=10.0)
+
+
+def test_heartbeat_of_expired_member_raises_not_found(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=SHORT_TTL)
+    wait_out()
+    with pytest.raises(NotFound):
+        store.heartbeat(TEAM, "m1", ttl=10.0)
+    assert store.members(TEAM) == []
+    # Rejoining is the way back.
+    store.join(TEAM, "m1", ttl=10.0)
+    assert [m.member_id for m in store.members(TEAM)] == ["m1"]
+
+
+def test_heartbeat_raises_highest_epoch_and_never_lowers_it(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=10.0, highest_epoch=3)
+    assert store.heartbeat(TEAM, "m1", ttl=10.0, highest_epoch=8).highest_epoch == 8
+    assert store.heartbeat(TEAM, "m1", ttl=10.0, highest_epoch=2).highest_epoch == 8
+    assert store.heartbeat(TEAM, "m1", ttl=10.0).highest_epoch == 8
+    [listed] = store.members(TEAM)
+    assert listed.highest_epoch == 8
+
+
+def test_leave_removes_a_member_at_once(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=10.0)
+    store.join(TEAM, "m2", ttl=10.0)
+    store.leave(TEAM, "m1")
+    assert [m.member_id for m in store.members(TEAM)] == ["m2"]
+    with pytest.raises(NotFound):
+        store.heartbeat(TEAM, "m1", ttl=10.0)
+
+
+def test_leave_of_unknown_member_is_harmless(store: Store) -> None:
+    store.leave(TEAM, "nobody")
+    assert store.members(TEAM) == []
+
+
+def test_rejoin_replaces_priority_and_capabilities(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=10.0, priority=1, capabilities=["code"])
+    store.join(TEAM, "m1", ttl=10.0, priority=9, capabilities=["lead"])
+    [listed] = store.members(TEAM)
+    assert listed.priority == 9
+    assert set(listed.capabilities) == {"lead"}
+
+
+def test_members_of_teams_are_separate(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=10.0)
+    store.join(OTHER_TEAM, "m2", ttl=10.0)
+    assert [m.member_id for m in store.members(TEAM)] == ["m1"]
+    assert [m.member_id for m in store.members(OTHER_TEAM)] == ["m2"]
+    assert store.members("team-nobody-joined") == []
+
+
+@pytest.mark.parametrize("ttl", [0, -1.0])
+def test_join_with_non_positive_ttl_raises_protocol_error(store: Store, ttl: float) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        store.join(TEAM, "m1", ttl=ttl)
+    assert caught.value.field == "ttl"
+    assert store.members(TEAM) == []
+
+
+def test_heartbeat_with_non_positive_ttl_raises_protocol_error(store: Store) -> None:
+    store.join(TEAM, "m1", ttl=10.0)
+    with pytest.raises(ProtocolError) as caught:
+        store.heartbeat(TEAM, "m1", ttl=0)
+    assert caught.value.field == "ttl"
