@@ -232,9 +232,6 @@ class _Attempt:
                 return self._finish(
                     {"status": "refused", "notes": {"uncertain": [completion.refusal]}}
                 )
-            over = self.meter.overrun()
-            if over:
-                return self._stopped(f"{BUDGET_PREFIX}: {over}")
             try:
                 answer = validate_answer(completion.text, self.env, more_turns=turn < turns)
             except InvalidAnswer as exc:
@@ -301,6 +298,9 @@ class _Attempt:
             fields["question"] = answer["question"]
         if answer.get("confidence") is not None:
             fields["confidence"] = answer["confidence"]
+        over = self.meter.overrun()
+        if over:  # the last call went past the budget; its answer is kept, and said so
+            uncertain.append(f"{BUDGET_PREFIX} by the last call: {over}")
         if status == "completed":
             problem = self._write_output(answer.get("artifact"), fields)
             if problem:

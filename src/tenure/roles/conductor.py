@@ -14,7 +14,9 @@ from typing import Any
 
 from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
 from tenure.protocol.errors import Conflict, LeaseLost, StaleEpoch
+from tenure.roles import budget
 from tenure.roles.review import Reviewer
+from tenure.roles.split import settle_splits
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
 from tenure.store import Member, Store, TaskRecord
 
@@ -24,6 +26,10 @@ OPEN_STATES = ("queued", "running", "review")
 def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
     spec = to_dict(task)
     spec["max_attempts"] = plan.attempts_for(task)
+    if plan.budget is not None:  # the team's limits and planning spend travel with each task
+        spec["team_budget"] = to_dict(plan.budget)
+    if plan.planning_spend is not None:
+        spec["planning_spend"] = to_dict(plan.planning_spend)
     return spec
 
 
@@ -38,6 +44,7 @@ class Conductor:
         workdir: Path | None = None,
         stale_grace: float = 2.0,
         duplicate: bool = False,
+        splitter: Any = None,
     ) -> None:
         self.store = store
         self.team = team
@@ -45,7 +52,9 @@ class Conductor:
         self.epoch = epoch
         self.stale_grace = stale_grace
         self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
-        self.reviewer = Reviewer(store, team, epoch, workdir=workdir, on_event=self.event)
+        self.reviewer = Reviewer(
+            store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter
+        )
 
     # --- taking over ------------------------------------------------------------------
 
@@ -92,6 +101,7 @@ class Conductor:
         self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
         busy |= self.supervise()
+        busy |= settle_splits(self.store, self.team, self.reviewer)
         busy |= self.dispatch()
         return busy
 
@@ -166,8 +176,13 @@ class Conductor:
             if (
                 task.state != "queued"
                 or task.assignee
+                or task.data.get("split_into")  # waits for its split tasks instead
                 or not set(task.spec.get("depends_on", [])) <= done
             ):
+                continue
+            stop = budget.stop_reason(task, tasks, self.store.now())
+            if stop:
+                self.reviewer.fail(task, stop)
                 continue
             worker = self._pick(task, workers, load)
             if worker is None:
@@ -225,7 +240,12 @@ class Conductor:
         for dep in task.spec.get("depends_on", []):
             result = self.store.get_task(self.team, dep).result or {}
             deps[dep] = result.get("artifact")
-        envelope = envelope_for(task, epoch=self.epoch(), assignee=worker, dependencies=deps)
+        left = None
+        if task.spec.get("budget") or task.spec.get("team_budget"):
+            left = budget.remaining(task, self.store.tasks(self.team), self.store.now())
+        envelope = envelope_for(
+            task, epoch=self.epoch(), assignee=worker, dependencies=deps, budget=left
+        )
         self.mailbox.assign(envelope)
         self.event(
             "task.dispatched",

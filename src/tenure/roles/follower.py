@@ -173,6 +173,7 @@ class Follower:
             envelope=env,
             report_progress=lambda msg, frac: self._progress(env, msg, frac),
             run_effect=self._task_effect(env),
+            record_event=lambda kind, data: self._event(kind, data),
         )
         checkin = _Checkin(
             self.config.checkin_interval, lambda: self._progress(env, "still working", None)

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tenure.coord import LEAD_CAPABILITY, Election, EpochMemory, LeaseKeeper, LeaseTiming
 from tenure.protocol import Plan, TenureError
@@ -34,6 +34,7 @@ class LeaderConfig:
     exit_when_done: bool = True
     duplicate_assignments: bool = False
     elect: bool = True
+    splitter: Any = None  # a roles.split.Splitter: split a task once before the inbox
 
 
 class Leader:
@@ -102,6 +103,7 @@ class Leader:
             workdir=self.config.workdir,
             stale_grace=self.config.stale_grace,
             duplicate=self.config.duplicate_assignments,
+            splitter=self.config.splitter,
         )
         try:
             conductor.load(self.plan)

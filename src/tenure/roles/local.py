@@ -9,9 +9,9 @@ run`` or taken over by a ``tenure leader`` on the same store.
 from __future__ import annotations
 
 import threading
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from pydantic import TypeAdapter
 
 from tenure.protocol import Check, CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
+from tenure.roles import budget
 from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import verify
 
@@ -26,12 +28,14 @@ class Reviewer:
         *,
         workdir: Path | None,
         on_event: Callable[[str, dict[str, Any]], None],
+        splitter: Any = None,
     ) -> None:
         self.store = store
         self.team = team
         self.epoch = epoch
         self.workdir = workdir
         self.event = on_event
+        self.splitter = splitter  # a roles.split.Splitter: split once before the inbox
 
     def on_result(self, result: TaskResult, sender: str | None = None) -> None:
         """Take a result into review, unless it is a duplicate, from an old attempt,
@@ -55,6 +59,7 @@ class Reviewer:
                 to="review",
                 version=task.version,
                 result=to_dict(result),
+                data=budget.log_attempt(task.data, task.attempt, result.usage, self._ran(task)),
             )
         except Conflict:
             self.event("leader.duplicate_absorbed", {**info, "state": "changed"})
@@ -66,7 +71,11 @@ class Reviewer:
         if result.status == "completed":
             self._verify(task, result)
         elif result.status == "failed":
-            self.retry(task, "failed", _failure_text(result))
+            failure = _failure_text(result)
+            if failure.startswith(budget.PREFIX):  # the worker ran out of budget: no retry
+                self.fail(task, failure.splitlines()[0])
+            else:
+                self.retry(task, "failed", failure)
         elif result.status == "blocked":
             self.block(task, f"question: {result.question}", question=result.question)
         else:
@@ -106,10 +115,19 @@ class Reviewer:
                 "failure": failure[-FAILURE_LIMIT:],
             },
         ]
-        data = {**task.data, "history": history}
+        data = budget.with_wall(task.data, task.attempt, self._ran(task))
+        data = {**data, "history": history}
         data.pop("dispatched_at", None)
+        stop = budget.stop_reason(
+            replace(task, data=data), self.store.tasks(self.team), self.store.now()
+        )
+        if stop:
+            self.fail(task, f"{stop}; last failure: {failure}", data=data)
+            return
         used = task.attempt - int(task.data.get("attempt_base", 0))
         if used >= int(task.spec.get("max_attempts", 3)):
+            if self.splitter is not None and self.splitter.split(self, task, failure, data):
+                return
             self.block(task, f"gave up after {used} attempts: {failure}", data=data)
             return
         self.event(
@@ -131,6 +149,18 @@ class Reviewer:
             data["question"] = question
         self._move(task, "blocked", assignee=None, data=data, reason=reason[:500])
         self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+
+    def fail(self, task: TaskRecord, reason: str, *, data: dict[str, Any] | None = None) -> None:
+        """Stop the task for good (a budget ran out): ``failed``, in the inbox, the reason kept."""
+        data = dict(data if data is not None else task.data)
+        data.pop("dispatched_at", None)
+        self._move(task, "failed", assignee=None, data=data, reason=reason[:500])
+        self.event("budget.exceeded", {"task_id": task.task_id, "reason": reason[:500]})
+        self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+
+    def _ran(self, task: TaskRecord) -> float:
+        """Wall seconds of the current attempt so far, by the store's clock."""
+        return self.store.now() - float(task.data.get("dispatched_at", task.updated_at))
 
     def _move(self, task: TaskRecord, to: TaskState, **changes: Any) -> None:
         self.store.transition(

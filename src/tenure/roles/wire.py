@@ -74,6 +74,7 @@ def envelope_for(
     epoch: int,
     assignee: str,
     dependencies: dict[str, Any] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> TaskEnvelope:
     """The envelope of the record's current attempt, at ``epoch``; the artifacts of
     the tasks it depends on travel in ``input.from_dependencies``."""
@@ -100,6 +101,7 @@ def envelope_for(
             "history": history,
             "output_schema": spec.get("output_schema"),
             "executor": spec.get("executor"),
+            "budget": budget,
         }
     )
 
