@@ -86,7 +86,14 @@ def worker(
     state_dir: StateDir = Path(".tenure"),
     workdir: Annotated[Path | None, typer.Option(help="Working directory for tasks.")] = None,
     member_ttl: Annotated[float, typer.Option(help="Liveness TTL in seconds.")] = 3.0,
-    visibility: Annotated[float, typer.Option(help="Visibility timeout of taken messages.")] = 30.0,
+    visibility: Annotated[
+        float | None,
+        typer.Option(
+            help="Visibility timeout of taken messages, seconds (default 30; with --queue 330: "
+            "keep it above the longest task deadline).",
+            show_default=False,
+        ),
+    ] = None,
     duplicate_results: Annotated[
         bool, typer.Option(help="Fault injection: send every result twice.")
     ] = False,
@@ -102,7 +109,12 @@ def worker(
     with open_store(store_url(store)) as opened:
         if queue:
             QueueWorker(
-                opened, team, member, chosen, visibility_timeout=visibility, workdir=workdir
+                opened,
+                team,
+                member,
+                chosen,
+                visibility_timeout=visibility or 330.0,
+                workdir=workdir,
             ).run(stop)
             return
         config = FollowerConfig(
@@ -111,7 +123,7 @@ def worker(
             priority=priority,
             capabilities=tuple(capability or ()),
             member_ttl=member_ttl,
-            visibility_timeout=visibility,
+            visibility_timeout=visibility or 30.0,
             state_dir=state_dir,
             workdir=workdir,
             duplicate_results=duplicate_results,

@@ -71,7 +71,10 @@ class QueueWorker:
     team: str
     member_id: str
     executor: Executor
-    visibility_timeout: float = 30.0
+    visibility_timeout: float = 330.0
+    """Keep it above the longest task deadline: a claim lasts for the attempt's
+    deadline, so a message that reappears sooner finds a live worker's claim and
+    counts a delivery toward dead-lettering for nothing."""
     poll_interval: float = 0.05
     workdir: Path | None = None
 
@@ -123,7 +126,7 @@ class QueueWorker:
                 env.idempotency_key,
                 epoch=env.epoch,
                 holder=self.member_id,
-                claim_seconds=self.visibility_timeout,
+                claim_seconds=env.deadline_seconds,
             )
             if ticket.status == "done":
                 self._event("queue.duplicate_absorbed", {"task_id": env.task_id, "state": "done"})
