@@ -30,7 +30,7 @@ def parse_message(data: str | bytes | dict[str, Any], *, source: str | None = No
     if not isinstance(obj, dict):
         raise ProtocolError("(message)", "a JSON object", source=source)
     kind = obj.get("type")
-    if kind not in MESSAGE_CLASSES:
+    if not isinstance(kind, str) or kind not in MESSAGE_CLASSES:
         raise ProtocolError(
             "type", f"one of {', '.join(MESSAGE_CLASSES)}; got {kind!r}", source=source
         )
@@ -63,7 +63,13 @@ def load_plan(path: str | Path) -> Plan:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ProtocolError("(file)", f"a readable plan file ({exc.strerror})", source=str(path)) from None
+        raise ProtocolError(
+            "(file)", f"a readable plan file ({exc.strerror})", source=str(path)
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            "(file)", f"UTF-8 text (byte {exc.start} is not)", source=str(path)
+        ) from None
     return parse_plan(text, source=str(path), markdown=path.suffix.lower() == ".md")
 
 
@@ -71,16 +77,42 @@ def parse_plan(text: str, *, source: str = "plan", markdown: bool = False) -> Pl
     offset = 0
     if markdown:
         text, offset = _yaml_block(text, source)
-    try:
-        obj = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1 + offset}" if mark is not None else "(yaml)"
-        problem = getattr(exc, "problem", None) or "valid YAML"
-        raise ProtocolError(line, f"valid YAML ({problem})", source=source) from None
+    obj = _json_plan(text)
+    if obj is None:
+        obj = _yaml_plan(text, offset, source)
     if not isinstance(obj, dict):
         raise ProtocolError("(plan)", "a mapping with a 'tasks' list", source=source)
     return _validate(Plan, obj, source)
+
+
+def _json_plan(text: str) -> Any:
+    """A plan written as JSON, read as JSON: PyYAML (YAML 1.1) reads ``1e3`` as a string
+    and refuses some characters JSON allows. ``None`` if the text is not a JSON object."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # e.g. a YAML flow mapping; let the YAML reader judge it
+    return obj if isinstance(obj, dict) else None
+
+
+def _yaml_plan(text: str, offset: int, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise ProtocolError("(yaml)", "YAML nested less deeply", source=source) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        position = getattr(exc, "position", None)  # a ReaderError: a character YAML refuses
+        if mark is not None:
+            where = f"line {mark.line + 1 + offset}"
+        elif isinstance(position, int):
+            where = f"line {text.count(chr(10), 0, position) + 1 + offset}"
+        else:
+            where = "(yaml)"
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+        raise ProtocolError(where, f"valid YAML ({problem})", source=source) from None
 
 
 def _yaml_block(text: str, source: str) -> tuple[str, int]:
@@ -95,17 +127,22 @@ def _yaml_block(text: str, source: str) -> tuple[str, int]:
 
 
 def _decode(data: str | bytes | dict[str, Any], source: str | None) -> Any:
-    if isinstance(data, dict):
-        return data
-    if len(data) > MAX_MESSAGE_BYTES:
+    if not isinstance(data, str | bytes | bytearray):
+        return data  # already decoded; anything but a dict is refused by the caller
+    size = len(data)
+    if isinstance(data, str) and size <= MAX_MESSAGE_BYTES:
+        size = len(data.encode("utf-8", "surrogatepass"))
+    if size > MAX_MESSAGE_BYTES:
         raise ProtocolError(
-            "(message)", f"at most {MAX_MESSAGE_BYTES} bytes, got {len(data)}", source=source
+            "(message)", f"at most {MAX_MESSAGE_BYTES} bytes, got {size}", source=source
         )
     try:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "(bytes)"
         raise ProtocolError(where, f"valid JSON ({exc})", source=source) from None
+    except RecursionError:
+        raise ProtocolError("(message)", "JSON nested less deeply", source=source) from None
 
 
 def _validate(model: type[_M], data: Any, source: str | None) -> _M:
@@ -123,21 +160,34 @@ def translate(
     loc = list(first["loc"])
     if strip_tag and loc:
         loc = loc[1:]
-    field = _path(loc) or "(message)"
+    field = _path(loc)
     cause = first.get("ctx", {}).get("error")
     if isinstance(cause, ProtocolError):
+        field = _join(field, cause.field)
         expected = cause.expected
     else:
         expected = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] not in ("missing", "extra_forbidden") and "input" in first and not cause:
         shown = repr(first["input"])
         expected += f"; got {shown[:60]}{'...' if len(shown) > 60 else ''}"
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        field = _join(field, str(first.get("ctx", {}).get("discriminator", "kind")).strip("'"))
+    field = field or "(message)"
     if first["type"] == "extra_forbidden":
         expected = "no such field (unknown fields are refused)"
     more = len(exc.errors()) - 1
     if more:
         expected += f" (and {more} more error{'s' if more > 1 else ''})"
     return ProtocolError(field, expected, source=source)
+
+
+def _join(path: str, field: str) -> str:
+    """``field`` (named by a validator) inside ``path`` (where pydantic ran that validator)."""
+    if not path:
+        return field
+    if path == field or path.endswith(f".{field}"):
+        return path
+    return f"{path}.{field}"
 
 
 def _path(loc: list[int | str]) -> str:

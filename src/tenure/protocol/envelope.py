@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id
 
 JsonObject = dict[str, Any]
 ResultStatus = Literal["completed", "blocked", "refused", "failed"]
+_ATTEMPT = re.compile(r"[1-9][0-9]*")
 
 
 class Strict(BaseModel):
-    """Base of every protocol model: unknown fields are errors, values are immutable."""
+    """Base of every protocol model: unknown fields are errors, values are immutable.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    Float fields refuse NaN and infinity: an infinite TTL or deadline would never expire.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 # --- checks: machine-run acceptance, weakest first -------------------------------------
@@ -62,11 +70,12 @@ class QuorumCheck(Strict):
     k: int = Field(ge=1)
     n: int = Field(ge=1)
     comparator: Literal["exact", "json"] = "exact"
+    decision: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _k_within_n(self) -> QuorumCheck:
         if self.k > self.n:
-            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+            raise ProtocolError("k", f"at most n ({self.n}); got k = {self.k}")
         return self
 
 
@@ -142,15 +151,29 @@ class TaskEnvelope(Strict):
 
     @model_validator(mode="after")
     def _key_matches_attempt(self) -> TaskEnvelope:
-        expected = idempotency_key(self.task_id, self.attempt)
-        if self.idempotency_key != expected:
-            raise ValueError(f"idempotency_key must be {expected!r}")
+        check_key(self.task_id, self.idempotency_key, self.attempt)
         return self
 
 
 def idempotency_key(task_id: str, attempt: int) -> str:
     """The key of one attempt: redelivery reuses it, a new attempt gets a new one."""
     return f"{task_id}:attempt-{attempt}"
+
+
+def check_key(task_id: str, key: str, attempt: int | None = None) -> str:
+    """Refuse a key that is not ``<task_id>:attempt-<n>`` (with ``n == attempt`` if given)."""
+    if attempt is not None:
+        expected = idempotency_key(task_id, attempt)
+        if key != expected:
+            raise ProtocolError("idempotency_key", f"{expected!r}; got {key[:60]!r}")
+        return key
+    prefix = f"{task_id}:attempt-"
+    number = key.removeprefix(prefix)
+    if not key.startswith(prefix) or not _ATTEMPT.fullmatch(number):
+        raise ProtocolError(
+            "idempotency_key", f"'{task_id}:attempt-<n>' with n >= 1; got {key[:60]!r}"
+        )
+    return key
 
 
 # --- the result ---------------------------------------------------------------------
@@ -211,7 +234,8 @@ class TaskResult(Strict):
         return check_task_id(value)
 
     @model_validator(mode="after")
-    def _blocked_has_question(self) -> TaskResult:
+    def _well_formed(self) -> TaskResult:
+        check_key(self.task_id, self.idempotency_key)
         if self.status == "blocked" and not self.question:
-            raise ValueError("a blocked result must carry a question")
+            raise ProtocolError("question", "a question when status is 'blocked'")
         return self

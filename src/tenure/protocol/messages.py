@@ -6,9 +6,10 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenure.protocol.envelope import Strict, TaskEnvelope, TaskResult
+from tenure.protocol.envelope import Strict, TaskEnvelope, TaskResult, check_key
+from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team, check_ulid, new_id
 from tenure.protocol.plan import PlanTask
 
@@ -64,6 +65,16 @@ class TaskProgress(Strict):
     acceptance_criteria: list[str] = Field(default_factory=list)
     fraction_done: float | None = Field(default=None, ge=0, le=1)
 
+    @field_validator("task_id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_task_id(value)
+
+    @model_validator(mode="after")
+    def _key_matches_attempt(self) -> TaskProgress:
+        check_key(self.task_id, self.idempotency_key, self.attempt)
+        return self
+
 
 class TaskCancel(Strict):
     task_id: str
@@ -88,6 +99,17 @@ class PlanUpdate(Strict):
     tasks: list[PlanTask] = Field(default_factory=list)
 
 
+def body_size(body: Any) -> int:
+    """Bytes of ``body`` as compact UTF-8 JSON, as it travels on the wire."""
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json", by_alias=True)
+    try:
+        text = json.dumps(body, default=str, ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ProtocolError("body", f"a JSON object ({exc})") from None
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 # --- header ---------------------------------------------------------------------------
 
 
@@ -104,9 +126,9 @@ class _Message(Strict):
     @classmethod
     def _body_size(cls, data: Any) -> Any:
         if isinstance(data, dict) and "body" in data:
-            size = len(json.dumps(data["body"], default=str))
+            size = body_size(data["body"])
             if size > MAX_BODY_BYTES:
-                raise ValueError(f"body is {size} bytes; the limit is {MAX_BODY_BYTES}")
+                raise ProtocolError("body", f"at most {MAX_BODY_BYTES} bytes of JSON, got {size}")
         return data
 
     @field_validator("id")
@@ -132,9 +154,7 @@ class _TaskMessage(_Fenced):
         body = getattr(self, "body", None)
         body_epoch = getattr(body, "epoch", None)
         if body_epoch is not None and body_epoch != self.epoch:
-            raise ValueError(
-                f"body.epoch ({body_epoch}) must equal the header epoch ({self.epoch})"
-            )
+            raise ProtocolError("body.epoch", f"the header epoch ({self.epoch}); got {body_epoch}")
         task_id = getattr(body, "task_id", None)
         if task_id is not None:
             check_task_id(task_id, "body.task_id")

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
+from tenure.protocol.policy import check_policies
 
 DEFAULT_MAX_ATTEMPTS = 3
 
@@ -53,6 +54,11 @@ class Plan(Strict):
     def _team(cls, value: str) -> str:
         return check_team(value)
 
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_policies(value)
+
     @model_validator(mode="after")
     def _well_formed(self) -> Plan:
         check_plan_graph(self.tasks)
@@ -90,5 +96,9 @@ def check_plan_graph(tasks: list[PlanTask]) -> list[str]:
     try:
         return list(TopologicalSorter(graph).static_order())
     except CycleError as exc:
-        cycle = " -> ".join(str(node) for node in exc.args[1])
-        raise ProtocolError("tasks[].depends_on", f"no dependency cycle; found {cycle}") from exc
+        # graphlib lists each node before the ones that depend on it; show "depends on" order
+        nodes = [str(node) for node in reversed(exc.args[1])]
+        raise ProtocolError(
+            f"tasks[{seen[nodes[0]]}].depends_on",
+            f"no dependency cycle; found {' -> '.join(nodes)} (each depends on the next)",
+        ) from None
