@@ -97,6 +97,15 @@ def test_heartbeat_raises_highest_epoch_and_never_lowers_it(store: Store) -> Non
     assert listed.highest_epoch == 8
 
 
+def test_rejoining_a_live_member_never_lowers_its_highest_epoch(store: Store) -> None:
+    """A member whose local memory was lost must not weaken the store-loss defence."""
+    store.join(TEAM, "m1", ttl=10.0, highest_epoch=9)
+    assert store.join(TEAM, "m1", ttl=10.0, highest_epoch=4).highest_epoch == 9
+    [listed] = store.members(TEAM)
+    assert listed.highest_epoch == 9
+    assert store.claim_lease(TEAM, "leader", 10.0).epoch == 10
+
+
 def test_leave_removes_a_member_at_once(store: Store) -> None:
     store.join(TEAM, "m1", ttl=10.0)
     store.join(TEAM, "m2", ttl=10.0)

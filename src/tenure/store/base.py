@@ -4,6 +4,29 @@ Leader and follower logic is written once above this surface. Each method is
 atomic in every backend; every change it makes appends an event in the same
 transaction. Times are seconds on the *store's* clock (``now()``), never a
 member's. Backend-native errors are translated to ``tenure`` errors.
+
+Decisions every backend follows (the contract suite pins most of them):
+
+- A refused call changes nothing: checks run before the first write.
+- Reads, lease renewals, heartbeats, deliveries and acks append no event (they
+  would flood the log); every other change appends one. Event kinds and their
+  data: ``lease.claimed`` {holder, ttl}, ``lease.released`` {holder},
+  ``member.joined`` {member, priority, capabilities, highest_epoch},
+  ``member.left`` {member}, ``task.created`` {task_id, state},
+  ``task.transition`` {task_id, from, to, and each changed field but data},
+  ``effect.claimed`` / ``effect.done`` / ``effect.aborted`` {key, holder},
+  ``message.sent`` {id, queue, type}, ``message.dead_lettered`` {id, queue,
+  deliveries, consumer}; plus whatever callers append.
+- A holder claiming a lease it already holds gets ``Conflict`` like anyone:
+  a claim always means a new epoch.
+- Releasing an expired lease that nobody took over still succeeds.
+- ``effect_begin`` by the same holder on its own live claim returns ``run``
+  again and extends the claim (a restarted member resumes its own work).
+- ``effect_finish`` records the result even without a live claim: the effect
+  happened, and forgetting it would let it run again.
+- ``join`` and ``heartbeat`` never lower a live member's highest epoch.
+- Acking a dead letter returns False.
+- A write both stale and conflicting may raise either error.
 """
 
 from __future__ import annotations

@@ -87,10 +87,8 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
             self._member_keys(team),
             [member_id, ttl_us, int(highest_epoch), info, dumps(event)],
         )
-        now = int(reply[1])
-        return Member(
-            team, member_id, int(priority), caps, int(highest_epoch), at(now), at(now + ttl_us)
-        )
+        now, high = int(reply[1]), int(reply[2])
+        return Member(team, member_id, int(priority), caps, high, at(now), at(now + ttl_us))
 
     def heartbeat(self, team: str, member_id: str, *, ttl: float, highest_epoch: int = 0) -> Member:
         ttl_us = micros("ttl", ttl)

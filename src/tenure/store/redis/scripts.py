@@ -116,10 +116,11 @@ for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', int(NOW), 'LI
 end
 local info = '{"joined":' .. int(NOW) .. ',' .. string.sub(ARGV[5], 2)
 redis.call('HSET', KEYS[8], member, info)
-redis.call('HSET', KEYS[7], member, ARGV[4])
+local high = math.max(tonumber(redis.call('HGET', KEYS[7], member) or '0'), tonumber(ARGV[4]))
+redis.call('HSET', KEYS[7], member, high)
 redis.call('ZADD', KEYS[6], int(NOW + tonumber(ARGV[3])), member)
 emit('member.joined', nil, ARGV[6])
-return {'ok', NOW}
+return {'ok', NOW, high}
 """
 
 # ARGV: team, member, ttl_us, highest_epoch

@@ -98,6 +98,11 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
         with self.db.write() as cur:
             now = self.now()
             self._team_row(cur, team)
+            known = cur.execute(
+                "SELECT highest_epoch FROM members WHERE team = ? AND member_id = ? AND expires_at > ?",
+                (team, member_id, now),
+            ).fetchone()
+            highest_epoch = max(highest_epoch, known[0] if known else 0)
             cur.execute(
                 "INSERT OR REPLACE INTO members VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (team, member_id, priority, json.dumps(caps), highest_epoch, now, now + ttl),
