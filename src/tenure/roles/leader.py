@@ -111,7 +111,10 @@ class Leader:
             while not stop.is_set():
                 if not conductor.tick():
                     if self.config.exit_when_done and conductor.finished():
-                        self._event("leader.plan_finished", {}, self.keeper.epoch)
+                        # only a leader still inside its deadline may say so: one
+                        # paused mid-tick wakes to a plan its successor finished
+                        epoch = self.keeper.check()
+                        self._event("leader.plan_finished", {}, epoch)
                         return "finished"
                     stop.wait(self.config.poll_interval)
         except (LeaseLost, StaleEpoch) as exc:

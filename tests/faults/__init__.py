@@ -1,0 +1,1 @@
+"""Multi-process fault scenarios: real processes, real signals, evidence from the store."""
