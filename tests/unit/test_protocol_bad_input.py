@@ -773,3 +773,35 @@ def test_deeply_nested_json_is_refused_not_crashed(depth: int) -> None:
 def test_deeply_nested_yaml_is_refused_not_crashed() -> None:
     with pytest.raises(ProtocolError):
         parse_plan("[" * 1_000)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param({"$schema": [1]}, id="schema-uri-list"),
+        pytest.param({"$schema": 5}, id="schema-uri-int"),
+        pytest.param({"$schema": "https://example.com/unknown"}, id="schema-uri-unknown"),
+        pytest.param({"type": 5}, id="type-int"),
+        pytest.param({"type": "colour"}, id="type-unknown"),
+        pytest.param({"pattern": "("}, id="bad-regex"),
+        pytest.param({"$ref": "#/nope"}, id="dangling-ref"),
+        pytest.param({"properties": []}, id="properties-list"),
+    ],
+)
+def test_an_odd_json_schema_in_a_check_never_crashes_the_parser(schema: dict[str, Any]) -> None:
+    for key in ("checks", "output_schema"):
+        value: Any = [{"kind": "schema", "schema": schema}] if key == "checks" else schema
+        parses_or_refuses(with_body("task.assign", **{key: value}))
+        try:
+            parse_plan(json.dumps({"tasks": [{"id": "a", "goal": "g", key: value}]}))
+        except ProtocolError as error:
+            assert error.field.startswith("tasks[0].")
+
+
+@pytest.mark.parametrize("pattern", ["(", "[a-", "*x", "(?P<a>x)(?P<a>y)"])
+def test_an_invalid_expect_output_regex_never_crashes_the_parser(pattern: str) -> None:
+    parses_or_refuses(
+        with_body(
+            "task.assign", checks=[{"kind": "command", "run": "true", "expect_output": pattern}]
+        )
+    )

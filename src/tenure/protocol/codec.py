@@ -182,11 +182,21 @@ def translate(
 
 
 def _join(path: str, field: str) -> str:
-    """``field`` (named by a validator) inside ``path`` (where pydantic ran that validator)."""
-    if not path:
-        return field
-    if path == field or path.endswith(f".{field}"):
+    """``field`` (named by a validator) inside ``path`` (where pydantic ran that validator).
+
+    A validator may name its field relative to itself (``k``), by its own name
+    (``task_id`` at ``body.task_id``), by a longer path starting with its own name
+    (``policies.price`` at ``policies``), or not at all (``(policies)``)."""
+    if not path or not field:
+        return path or field
+    if field.startswith("("):
         return path
+    for start in range(len(path)):
+        if start and path[start - 1] != ".":
+            continue
+        tail = path[start:]
+        if field == tail or field.startswith((f"{tail}.", f"{tail}[")):
+            return path[:start] + field
     return f"{path}.{field}"
 
 
