@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from tenure.console import demo, inbox_cmds, member_cmds, protocol_cmds, run_cmds, state_cmds
+from tenure.console import (
+    demo,
+    inbox_cmds,
+    member_cmds,
+    model_cmds,
+    protocol_cmds,
+    run_cmds,
+    state_cmds,
+)
 from tenure.console.app import app, run
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (protocol_cmds, state_cmds, run_cmds, member_cmds, inbox_cmds, demo)
+_COMMAND_MODULES = (
+    protocol_cmds,
+    state_cmds,
+    run_cmds,
+    member_cmds,
+    inbox_cmds,
+    model_cmds,
+    demo,
+)
 
 
 def main() -> None:

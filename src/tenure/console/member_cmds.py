@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.model_cmds import (
+    ArtifactOption,
+    GoalOption,
+    ModelOption,
+    preflight,
+    resolve_plan,
+)
 from tenure.console.processes import stop_on_signals
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
-from tenure.protocol import load_plan, new_id
+from tenure.protocol import new_id
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
 from tenure.roles.queue import QueueWorker
 from tenure.store import open_store
@@ -39,6 +47,9 @@ def leader(
     duplicate_assignments: Annotated[
         bool, typer.Option(help="Fault injection: send every envelope twice.")
     ] = False,
+    goal: GoalOption = None,
+    artifact: ArtifactOption = None,
+    model: ModelOption = None,
 ) -> None:
     """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
 
@@ -46,7 +57,20 @@ def leader(
 
     Example: `tenure leader plan.yaml --store sqlite:///team.db --id lead-1 --priority 10`
     """
-    loaded = load_plan(plan) if plan else None
+    if goal and not team:
+        raise fail("say which team the planned work is for: --team")
+    with ExitStack() as stack:  # a store only when planning: its rejections go to the log
+        planning_store = stack.enter_context(open_store(store_url(store))) if goal else None
+        loaded, splitter = resolve_plan(
+            plan,
+            goal,
+            artifact,
+            model,
+            team=team or "default",
+            workdir=workdir,
+            store=planning_store,
+            save_dir=state_dir,
+        )
     name = team or (loaded.team if loaded else None)
     if name is None:
         raise fail("say which team to lead: give a PLAN or --team")
@@ -60,6 +84,7 @@ def leader(
         exit_when_done=not keep_running,
         duplicate_assignments=duplicate_assignments,
         stale_grace=ttl,
+        splitter=splitter,
     )
     stop = threading.Event()
     stop_on_signals(stop)
@@ -103,6 +128,7 @@ def worker(
     Example: `tenure worker --store redis://10.0.0.5:6379/0 --team acme --id w1 --exec "command:./agent.sh"`
     """
     chosen = resolve_executor(executor, field="--exec")
+    preflight(chosen)  # a model worker checks its model's settings and server first
     member = member_id or f"worker-{new_id()[-6:].lower()}"
     stop = threading.Event()
     stop_on_signals(stop)

@@ -5,19 +5,27 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
 
-from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.model_cmds import (
+    ArtifactOption,
+    GoalOption,
+    ModelOption,
+    preflight,
+    resolve_plan,
+)
 from tenure.console.processes import spawn, stop_all
 from tenure.console.state_cmds import team_table
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
-from tenure.protocol import Plan, load_plan
+from tenure.protocol import Plan
 from tenure.roles import Leader, LeaderConfig
 from tenure.roles.local import LocalTeam
 from tenure.roles.queue import enqueue_plan
@@ -32,7 +40,9 @@ class Mode(StrEnum):
 
 @app.command()
 def run(
-    plan: Annotated[Path, typer.Argument(help="Plan file (plan.yaml or plan.md).")],
+    plan: Annotated[
+        Path | None, typer.Argument(help="Plan file (plan.yaml or plan.md), or use --goal.")
+    ] = None,
     store: StoreOption = None,
     workers: Annotated[
         int, typer.Option("--workers", "-w", min=1, max=64, help="Worker count.")
@@ -46,20 +56,48 @@ def run(
     workdir: Annotated[
         Path | None, typer.Option(help="Where tasks and command checks run.")
     ] = None,
+    goal: GoalOption = None,
+    artifact: ArtifactOption = None,
+    model: ModelOption = None,
+    team: Annotated[str, typer.Option("--team", "-t", help="Team path of a --goal plan.")] = (
+        "default"
+    ),
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
-    Exit status: 0 when every task is done, 3 when some wait in the inbox.
+    With `--goal` and `--artifact`, the model (`--model` or TENURE_MODEL) plans first;
+    `--exec llm` makes the workers that model too. Exit status: 0 when every task is
+    done, 3 when some wait in the inbox.
 
     Example: `tenure run plan.yaml --workers 4 --exec "command:python3 agent.py"`
+
+    Example: `tenure run --goal "Price our vendors" --artifact vendors/ --exec llm --model openai:gpt-4.1`
     """
-    loaded = load_plan(plan)
-    resolve_executor(executor, field="--exec")  # refuse a bad spec before anything starts
+    if plan is None and not goal:
+        raise fail("give a PLAN file, or --goal with --artifact to have the model plan")
+    if executor == "llm" and model:
+        executor = f"llm:{model}"  # worker processes get the same model
+    preflight(executor)  # refuse a bad spec or model before anything starts
     url = store_url(store)
+    with ExitStack() as stack:  # a store only when planning: its rejections go to the log
+        planning_store = stack.enter_context(open_store(url)) if goal else None
+        found, splitter = resolve_plan(
+            plan,
+            goal,
+            artifact,
+            model,
+            team=team,
+            workdir=workdir,
+            store=planning_store,
+            save_dir=state_dir,
+        )
+    assert found is not None
+    loaded = found
+    preflight(executor, loaded)  # the plan's own executors, and its cost budgets
     started = time.monotonic()
     with open_store(url) as opened:
         if mode is Mode.local:
-            team = LocalTeam(
+            local = LocalTeam(
                 opened,
                 loaded,
                 resolve_executor(executor),
@@ -67,10 +105,13 @@ def run(
                 timing=LeaseTiming(ttl=ttl),
                 state_dir=state_dir,
                 workdir=workdir,
+                splitter=splitter,
             )
-            _watch(opened, loaded, team.run)
+            _watch(opened, loaded, local.run)
         else:
-            _run_processes(opened, url, loaded, mode, workers, executor, ttl, state_dir, workdir)
+            _run_processes(
+                opened, url, loaded, mode, workers, executor, ttl, state_dir, workdir, splitter
+            )
         raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
 
 
@@ -84,6 +125,7 @@ def _run_processes(
     ttl: float,
     state_dir: Path,
     workdir: Path | None,
+    splitter: Any = None,
 ) -> None:
     common = [
         "--store",
@@ -121,6 +163,7 @@ def _run_processes(
                 state_dir=state_dir,
                 workdir=workdir,
                 stale_grace=ttl,
+                splitter=splitter,
             )
             leader = Leader(store, config, plan)
             _watch(store, plan, leader.run)

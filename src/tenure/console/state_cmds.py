@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
+from tenure.roles import budget
 from tenure.store import Store, TaskRecord, open_store
 
 _STATE_ORDER = {
@@ -59,9 +60,11 @@ def team_table(store: Store, team: str) -> Table:
         title_justify="left",
         caption_justify="left",
     )
-    for column in ("task", "state", "attempt", "assignee", "age", "reason"):
-        table.add_column(column, overflow="fold")
     tasks = store.tasks(team)
+    spent = any(t.data.get("spend_log") for t in tasks)  # model work: show what it cost
+    columns = ("task", "state", "attempt", "assignee", "age", *(("spend",) * spent), "reason")
+    for column in columns:
+        table.add_column(column, overflow="fold")
     states: dict[str, str] = {t.task_id: t.state for t in tasks}
     for task in sorted_tasks(tasks):
         style = _STATE_STYLE.get(task.state, "")
@@ -71,9 +74,33 @@ def team_table(store: Store, team: str) -> Table:
             str(task.attempt),
             task.assignee or "-",
             age(now - task.updated_at),
+            *((str(budget.task_totals(task)),) * spent),
             escape(_reason(task, states)[:80]),
         )
+    if spent or any(t.spec.get("team_budget") or t.spec.get("planning_spend") for t in tasks):
+        table.caption = f"live members: {members}\n{spend_line(tasks, now)}"
     return table
+
+
+def spend_line(tasks: list[TaskRecord], now: float) -> str:
+    """The team's model spend (planning included) against its budget, if it has one."""
+    totals = budget.team_totals(tasks)
+    line = f"spend: {totals.tokens} tokens, ${totals.cost_usd:.4f} in {totals.calls} call(s)"
+    if totals.unpriced:
+        line += f" ({totals.unpriced} unpriced, counted as $0)"
+    limits = next((t.spec["team_budget"] for t in tasks if t.spec.get("team_budget")), None)
+    if limits:
+        caps = []
+        if limits.get("tokens") is not None:
+            caps.append(f"{limits['tokens']} tokens")
+        if limits.get("cost_usd") is not None:
+            caps.append(f"${limits['cost_usd']:g}")
+        if limits.get("wall_seconds") is not None:
+            caps.append(
+                f"{limits['wall_seconds']:g}s (used {budget.team_seconds(tasks, now):.0f}s)"
+            )
+        line += f" — team budget: {', '.join(caps)}"
+    return line
 
 
 def _reason(task: TaskRecord, states: dict[str, str]) -> str:

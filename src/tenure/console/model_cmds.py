@@ -1,0 +1,167 @@
+"""Models on the command line: ``tenure plan``, and the planning and preflight that
+``tenure run`` and ``tenure leader`` share.
+
+Every setting problem (no model, unknown provider, missing key, unreachable base
+URL, a cost budget on an unpriced model) is one line saying what to set, printed
+before any work starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from tenure.console.app import StoreOption, app, out, store_url
+from tenure.executors import Executor, resolve_executor
+from tenure.executors.llm import LLMExecutor, price_of
+from tenure.models import Model, check_reachable, model_spec, open_model
+from tenure.protocol import ConfigError, Plan, load_plan, to_dict
+from tenure.roles.planner import Planner, artifacts_from
+from tenure.roles.split import Splitter
+from tenure.store import Store, open_store
+
+GoalOption = Annotated[
+    str | None,
+    typer.Option("--goal", "-g", help="Plan this goal with the model (instead of a plan file)."),
+]
+ArtifactOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--artifact",
+        "-a",
+        help="A file, directory or URL the team can reach (repeatable); the plan may use only these.",
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="PROVIDER:MODEL[@BASE_URL] for the planner and `llm` workers (default: TENURE_MODEL).",
+        show_default=False,
+    ),
+]
+
+
+def open_checked(flag: str | None) -> Model:
+    """The model ``--model`` or ``TENURE_MODEL`` names, built and its server reached."""
+    model = open_model(model_spec(flag))
+    check_reachable(model)
+    return model
+
+
+def planned(
+    goal: str,
+    artifacts: list[str],
+    model: Model,
+    *,
+    team: str,
+    workdir: Path | None,
+    store: Store | None = None,
+) -> Plan:
+    """A validated plan from the planner; its rejections go to the team's event log."""
+
+    def record(kind: str, data: dict[str, Any]) -> None:
+        if store is not None:
+            store.append_event(team, kind, data)
+
+    found = artifacts_from(artifacts, workdir)
+    planner = Planner(model, on_event=record)
+    out.print(f"planning with {model.provider}:{model.name} from {len(found)} artifact(s)...")
+    plan = planner.plan(goal, found, team=team)
+    spent = plan.planning_spend
+    tokens = (spent.input_tokens + spent.output_tokens) if spent else 0
+    out.print(f"planned {len(plan.tasks)} task(s) in {planner.calls} call(s), {tokens} tokens")
+    return plan
+
+
+def resolve_plan(
+    path: Path | None,
+    goal: str | None,
+    artifacts: list[str] | None,
+    model_flag: str | None,
+    *,
+    team: str,
+    workdir: Path | None,
+    store: Store | None,
+    save_dir: Path | None = None,
+) -> tuple[Plan | None, Splitter | None]:
+    """The plan (from the file, or planned from ``goal``) and the splitter a model makes
+    possible: with ``--goal`` or ``--model`` the leader may split a task once."""
+    if path is not None and goal:
+        raise ConfigError("give a PLAN file or --goal, not both")
+    if artifacts and not goal:
+        raise ConfigError("--artifact goes with --goal: it lists what the planner may use")
+    model = open_checked(model_flag) if (goal or model_flag) else None
+    plan = load_plan(path) if path is not None else None
+    if goal and model is not None:
+        plan = planned(goal, artifacts or [], model, team=team, workdir=workdir, store=store)
+        if save_dir is not None:
+            saved = save_dir / f"plan-{team.replace('/', '-')}.yaml"
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_text(yaml.safe_dump(to_dict(plan), sort_keys=False), encoding="utf-8")
+            out.print(f"the plan is in {saved}")
+    splitter = None
+    if model is not None:
+        listed = artifacts_from(artifacts, workdir) if artifacts else []
+        splitter = Splitter(Planner(model), listed, workdir=workdir)
+    return plan, splitter
+
+
+def preflight(executor: Executor | str, plan: Plan | None = None, *, field: str = "--exec") -> None:
+    """Refuse, before any work starts, an executor (or a plan's task executor) that names a
+    model that cannot be used: unknown, no key, unreachable, or unpriced under a cost budget."""
+    chosen = resolve_executor(executor, field=field) if isinstance(executor, str) else executor
+    executors = [chosen]
+    for index, task in enumerate(plan.tasks if plan else []):
+        if task.executor:
+            executors.append(resolve_executor(task.executor, field=f"tasks[{index}].executor"))
+    wants_cost = plan is not None and (
+        (plan.budget is not None and plan.budget.cost_usd is not None)
+        or any(t.budget is not None and t.budget.cost_usd is not None for t in plan.tasks)
+    )
+    for each in executors:
+        if not isinstance(each, LLMExecutor):
+            continue
+        check_reachable(each.model)
+        if wants_cost and price_of(each.model) is None:
+            raise ConfigError(
+                f"a cost budget is set but the price table has no price for "
+                f"{each.model.provider}:{each.model.name}: add it to a price file named by "
+                "TENURE_PRICES (USD per million tokens), or drop the cost limit"
+            )
+
+
+@app.command("plan")
+def plan_command(
+    goal: Annotated[str, typer.Option("--goal", "-g", help="What the team should achieve.")],
+    artifact: ArtifactOption = None,
+    model: ModelOption = None,
+    team: Annotated[str, typer.Option("--team", "-t", help="Team path of the plan.")] = "default",
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to write the plan (YAML).")
+    ] = Path("plan.yaml"),
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where the artifacts' relative paths start.")
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Ask the model for a plan of GOAL over the listed artifacts, validated, and write it.
+
+    The plan is checked before it is written: a DAG, disjoint write scopes, and every
+    task grounded in a listed artifact; a rejected plan goes back to the model with the
+    reason. Review it, then `tenure run plan.yaml --exec llm`.
+
+    Example: `tenure plan --goal "Price our vendors" --artifact vendors/ --model openai:gpt-4.1`
+    """
+    chosen = open_checked(model)
+    if store is None:  # no store named: nothing to log to, and none is created
+        made = planned(goal, artifact or [], chosen, team=team, workdir=workdir)
+    else:
+        with open_store(store_url(store)) as opened:
+            made = planned(goal, artifact or [], chosen, team=team, workdir=workdir, store=opened)
+    output.write_text(yaml.safe_dump(to_dict(made), sort_keys=False), encoding="utf-8")
+    out.print(f"wrote {output}")
