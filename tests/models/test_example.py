@@ -144,3 +144,23 @@ def test_tenure_run_plans_with_a_model_and_runs_llm_workers_over_the_anthropic_w
     )
     assert status.returncode == 0, status.stderr
     assert "spend" in status.stdout and "tokens" in status.stdout
+
+
+def test_the_coordination_token_benchmark_measures_the_example_plan(tmp_path: Path) -> None:
+    import shutil
+
+    bench = EXAMPLE.parents[1] / "bench" / "coordination_tokens.py"
+    spec = importlib.util.spec_from_file_location("coordination_tokens", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shutil.copytree(EXAMPLE / "vendors", tmp_path / "vendors")
+    from tenure.protocol import load_plan
+
+    rows = module.measure(load_plan(EXAMPLE / "plan.yaml"), tmp_path)
+    assert [r["task"] for r in rows][-1] == "merge"
+    for row in rows:
+        assert row["envelope"] == row["bare"] + row["envelope_added"]
+        assert row["envelope"] > row["bare"] and row["restatement"] > 0
+        assert row["repair_call"] > row["envelope"]
+    assert "| **mean** |" in module.table(rows)

@@ -584,10 +584,12 @@ def _validate(value: Any, schema: dict[str, Any], prefix: str) -> None:
 def read_materials(
     envelope: TaskEnvelope, workdir: Path | None, limit: int = MATERIAL_LIMIT
 ) -> dict[str, Material]:
-    """Files the input names (relative paths inside the workdir), read now."""
+    """Files the input names (relative paths inside the workdir), read now; the task's own
+    ``output_file`` is what it writes, not what it reads."""
     root = (workdir or Path(".")).resolve()
     out: dict[str, Material] = {}
-    for name in _strings({k: v for k, v in envelope.input.items() if k not in SKIP_INPUT_KEYS}):
+    named = {k: v for k, v in envelope.input.items() if k not in (*SKIP_INPUT_KEYS, "output_file")}
+    for name in _strings(named):
         if name in out or "://" in name or len(name) > 500 or "\n" in name:
             continue
         path = (root / name).resolve()
