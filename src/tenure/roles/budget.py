@@ -113,11 +113,15 @@ def _over(limits: Budget | None, totals: Totals, seconds: float, who: str) -> st
 
 def stop_reason(task: TaskRecord, tasks: list[TaskRecord], now: float) -> str | None:
     """Why ``task`` may not start another attempt, or None if its budgets allow it."""
-    mine = task_totals(task, since_answer=True)
-    reason = _over(_limits(task.spec.get("budget")), mine, mine.seconds, f"task {task.task_id}")
-    if reason:
-        return reason
+    own = _limits(task.spec.get("budget"))
+    if own is not None:
+        mine = task_totals(task, since_answer=True)
+        reason = _over(own, mine, mine.seconds, f"task {task.task_id}")
+        if reason:
+            return reason
     team = _limits(task.spec.get("team_budget"))
+    if team is None:
+        return None
     return _over(team, team_totals(tasks), team_seconds(tasks, now), "the team")
 
 

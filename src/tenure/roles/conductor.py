@@ -101,7 +101,6 @@ class Conductor:
         self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
         busy |= self.supervise()
-        busy |= settle_splits(self.store, self.team, self.reviewer)
         busy |= self.dispatch()
         return busy
 
@@ -165,6 +164,9 @@ class Conductor:
 
     def dispatch(self) -> bool:
         tasks = self.store.tasks(self.team)
+        settled = settle_splits(self.store, self.team, self.reviewer, tasks)
+        if settled:  # a split parent finished or stopped: read the register again
+            tasks = self.store.tasks(self.team)
         done = {t.task_id for t in tasks if t.state == "done"}
         workers = self._workers()
         load = dict.fromkeys(workers, 0)

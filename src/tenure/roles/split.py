@@ -117,9 +117,14 @@ class Splitter:
         return out
 
 
-def settle_splits(store: Store, team: str, reviewer: Reviewer) -> bool:
-    """Complete a split parent whose parts are all done; block one whose part is stuck."""
-    tasks = store.tasks(team)
+def settle_splits(
+    store: Store, team: str, reviewer: Reviewer, tasks: list[TaskRecord] | None = None
+) -> bool:
+    """Complete a split parent whose parts are all done; block one whose part is stuck.
+    ``tasks`` is the register as the caller just read it (read here if not given)."""
+    tasks = store.tasks(team) if tasks is None else tasks
+    if not any(t.data.get("split_into") for t in tasks):
+        return False
     by_id = {t.task_id: t for t in tasks}
     acted = False
     for parent in tasks:
