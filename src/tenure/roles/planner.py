@@ -272,6 +272,7 @@ class Planner:
     on_event: EventSink = _ignore
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    unpriced: int = 0
 
     def plan(
         self,
@@ -289,7 +290,7 @@ class Planner:
                 "the planner needs at least one artifact the team can reach: pass --artifact "
                 "PATH_OR_URL (repeatable)"
             )
-        start = self.usage, self.calls
+        start = self.usage, self.calls, self.unpriced
         prompt = f"Goal: {goal}\n\nArtifacts the team can reach:\n"
         prompt += "\n".join(a.line() for a in artifacts)
         prompt += "\n\nReturn the plan as one JSON object."
@@ -345,6 +346,7 @@ class Planner:
     def _count(self, completion: Completion, purpose: str, round_: int) -> None:
         self.usage = self.usage + completion.usage
         self.calls += 1
+        self.unpriced += 0 if completion.priced else 1
         self.on_event(
             "planner.call",
             {
@@ -357,13 +359,14 @@ class Planner:
             },
         )
 
-    def _spend_since(self, start: tuple[Usage, int]) -> Spend:
-        usage, calls = start
+    def _spend_since(self, start: tuple[Usage, int, int]) -> Spend:
+        usage, calls, unpriced = start
         return Spend(
             input_tokens=self.usage.input_tokens - usage.input_tokens,
             output_tokens=self.usage.output_tokens - usage.output_tokens,
             cost_usd=round(max(0.0, self.usage.cost_usd - usage.cost_usd), 8),
             calls=self.calls - calls,
+            unpriced=self.unpriced - unpriced,
             model=f"{self.model.provider}:{self.model.name}",
         )
 
@@ -380,7 +383,7 @@ class Planner:
     ) -> tuple[list[PlanTask], Spend]:
         """Smaller tasks that together do ``task``'s goal, ids prefixed ``<task>.``, within its
         scope, grounded; the caller's ``taken`` ids are avoided. PlanningFailed if none."""
-        start = self.usage, self.calls
+        start = self.usage, self.calls, self.unpriced
         shown = task.model_dump(mode="json", exclude_defaults=True)
         prompt = (
             f"This task failed every attempt:\n```json\n{json.dumps(shown, indent=2)}\n```\n"
