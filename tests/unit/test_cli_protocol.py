@@ -148,10 +148,6 @@ def test_validate_a_missing_file_exits_2_without_a_traceback(tmp_path: Path) -> 
     assert "cannot read" in one_readable_line(done.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="console/app.py prints error text as rich markup: '[/]' in the input crashes it",
-)
 def test_validate_error_text_that_looks_like_markup_is_printed_as_is(tmp_path: Path) -> None:
     data = assign()
     data["team"] = "[/]"

@@ -85,11 +85,21 @@ json_values: st.SearchStrategy[Any] = st.recursive(
     max_leaves=12,
 )
 json_objects = st.dictionaries(texts, json_values, max_size=4)
+# Schemas must themselves be valid JSON Schemas (refused at load otherwise).
+json_schemas = st.sampled_from(
+    [
+        {},
+        {"type": "object"},
+        {"type": "object", "required": ["price"], "properties": {"price": {"type": "number"}}},
+        {"type": ["string", "null"], "maxLength": 40},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    ]
+)
 lists_of_text = st.lists(texts, max_size=3)
 
 # --- checks and evidence ----------------------------------------------------------------
 
-schema_checks = json_objects.map(lambda schema: SchemaCheck(json_schema=schema))
+schema_checks = json_schemas.map(lambda schema: SchemaCheck(json_schema=schema))
 evidence_checks = st.builds(
     EvidenceCheck,
     max_age_seconds=st.none() | positive,
@@ -99,7 +109,7 @@ command_checks = st.builds(
     CommandCheck,
     run=names,
     expect_exit=st.integers(min_value=-255, max_value=255),
-    expect_output=st.none() | texts,
+    expect_output=st.none() | st.sampled_from(["ok", "^passed", r"\d+ tests? passed", "[a-z]+"]),
     timeout_seconds=positive,
 )
 judge_checks = st.builds(JudgeCheck, model=st.none() | names, pass_threshold=unit)
@@ -163,7 +173,7 @@ def envelopes(draw: st.DrawFn, epoch: int | None = None) -> TaskEnvelope:
         history=draw(
             st.lists(st.builds(PriorAttempt, attempt=attempts, status=texts, failure=texts))
         ),
-        output_schema=draw(st.none() | json_objects),
+        output_schema=draw(st.none() | json_schemas),
         executor=draw(st.none() | names),
         budget=draw(st.none() | budgets),
     )
@@ -210,7 +220,7 @@ def plan_tasks(draw: st.DrawFn) -> list[PlanTask]:
                 capability=draw(st.none() | names),
                 deadline_seconds=draw(positive),
                 input=draw(json_objects),
-                output_schema=draw(st.none() | json_objects),
+                output_schema=draw(st.none() | json_schemas),
                 max_attempts=draw(st.none() | st.integers(min_value=1, max_value=20)),
                 executor=draw(st.none() | names),
                 budget=draw(st.none() | budgets),

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from tenure.protocol import (
     CommandCheck,
     EvidenceCheck,
     JudgeCheck,
+    ProtocolError,
     QuorumCheck,
     SchemaCheck,
     TaskResult,
+    parse_plan,
 )
 from tenure.verify import check_command, check_evidence, check_schema, checks_for, verify
 
@@ -43,7 +47,9 @@ def result(artifact: Any = None, **fields: Any) -> TaskResult:
 
 
 def schema_check(schema: dict[str, Any]) -> SchemaCheck:
-    return SchemaCheck.model_validate({"schema": schema})
+    """Built without the load-time validation, as if it came from an older plan or
+    a peer: the verifier must still never pass it silently."""
+    return SchemaCheck.model_construct(kind="schema", json_schema=schema)
 
 
 def source(age_seconds: float, field: str | None = None) -> dict[str, Any]:
@@ -211,9 +217,26 @@ def test_command_check_matches_output_against_a_regex(tmp_path: Path) -> None:
 
 
 def test_command_check_with_an_invalid_output_regex_fails_with_a_reason(tmp_path: Path) -> None:
-    verdict = check_command(CommandCheck(run="echo ok", expect_output="(["), tmp_path)
+    check = CommandCheck.model_construct(
+        kind="command", run="echo ok", expect_exit=0, expect_output="([", timeout_seconds=5.0
+    )
+    verdict = check_command(check, tmp_path)
     assert not verdict.passed
     assert "not a valid regex" in verdict.reason
+
+
+def test_an_invalid_output_regex_is_refused_when_the_check_is_declared() -> None:
+    with pytest.raises(ValidationError, match="valid regular expression"):
+        CommandCheck(run="echo ok", expect_output="([")
+
+
+@pytest.mark.parametrize("schema", [{"type": 12}, {"pattern": "("}, {"$schema": ["a"]}])
+def test_an_invalid_schema_is_refused_when_the_plan_loads(schema: dict[str, Any]) -> None:
+    plan = {"tasks": [{"id": "t", "goal": "g", "checks": [{"kind": "schema", "schema": schema}]}]}
+    with pytest.raises(ProtocolError) as caught:
+        parse_plan(json.dumps(plan))
+    assert caught.value.field == "tasks[0].checks[0].schema"
+    assert "valid JSON Schema" in caught.value.expected
 
 
 def test_command_check_times_out(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tenure.protocol.errors import TenureError
 from tenure.store.url import ENV_VAR, default_url
@@ -41,7 +42,7 @@ def store_url(value: str | None) -> str:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one readable error line; return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -50,7 +51,7 @@ def run() -> None:
     try:
         app(standalone_mode=True)
     except TenureError as exc:
-        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -6,6 +6,8 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import jsonschema
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenure.protocol.errors import ProtocolError
@@ -27,6 +29,20 @@ class Strict(BaseModel):
     )
 
 
+def check_json_schema(value: JsonObject) -> JsonObject:
+    """Refuse a schema that is itself invalid when the plan loads, not after the work."""
+    dialect = value.get("$schema")
+    if dialect is not None and not isinstance(dialect, str):
+        raise ValueError(f"a valid JSON Schema; $schema must be a URI string, got {dialect!r}")
+    try:
+        validator = jsonschema.validators.validator_for(value, default=Draft202012Validator)
+        validator.check_schema(value)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise ValueError(f"a valid JSON Schema; at {where}: {exc.message}") from None
+    return value
+
+
 # --- checks: machine-run acceptance, weakest first -------------------------------------
 
 
@@ -35,6 +51,11 @@ class SchemaCheck(Strict):
 
     kind: Literal["schema"] = "schema"
     json_schema: JsonObject = Field(alias="schema")
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, value: JsonObject) -> JsonObject:
+        return check_json_schema(value)
 
 
 class EvidenceCheck(Strict):
@@ -53,6 +74,16 @@ class CommandCheck(Strict):
     expect_exit: int = 0
     expect_output: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
+
+    @field_validator("expect_output")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"a valid regular expression ({exc})") from None
+        return value
 
 
 class JudgeCheck(Strict):
@@ -142,6 +173,11 @@ class TaskEnvelope(Strict):
     output_schema: JsonObject | None = None
     executor: str | None = None
     budget: Budget | None = None
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_output_schema(cls, value: JsonObject | None) -> JsonObject | None:
+        return None if value is None else check_json_schema(value)
 
     @field_validator("task_id")
     @classmethod

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict
+from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict, check_json_schema
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
 
@@ -30,6 +30,11 @@ class PlanTask(Strict):
     max_attempts: int | None = Field(default=None, ge=1, le=20)
     executor: str | None = None
     budget: Budget | None = None
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_output_schema(cls, value: JsonObject | None) -> JsonObject | None:
+        return None if value is None else check_json_schema(value)
 
     @field_validator("id")
     @classmethod
