@@ -119,10 +119,32 @@ judge_checks = st.builds(JudgeCheck, model=st.none() | names, pass_threshold=uni
 def quorum_checks(draw: st.DrawFn) -> QuorumCheck:
     n = draw(st.integers(min_value=1, max_value=9))
     k = draw(st.integers(min_value=1, max_value=n))
-    return QuorumCheck(k=k, n=n, comparator=draw(st.sampled_from(["exact", "json"])))
+    return QuorumCheck(
+        k=k,
+        n=n,
+        comparator=draw(st.sampled_from(["exact", "json"])),
+        decision=draw(st.none() | names),
+    )
 
 
 checks = st.one_of(schema_checks, evidence_checks, command_checks, judge_checks, quorum_checks())
+
+# tie-break policy specs (tenure.protocol.policy): a name, {name: params} or a chain
+_one_policy = st.one_of(
+    st.sampled_from(["freshest", "human", "judge", "confidence"]),
+    st.builds(lambda k: {"quorum": {"k": k}}, st.integers(min_value=1, max_value=9)),
+    st.builds(
+        lambda roles: {"authority": {"roles": roles}}, st.lists(names, min_size=1, max_size=3)
+    ),
+    st.builds(lambda c: {"confidence": {"calibrated": c}}, st.booleans()),
+    st.builds(lambda m: {"judge": {"model": m}}, st.none() | names),
+)
+policy_specs = _one_policy | st.builds(
+    lambda steps, human: {"chain": [*steps, *(["human"] if human else [])]},
+    st.lists(_one_policy.filter(lambda p: p != "human"), min_size=1, max_size=3),
+    st.booleans(),
+)
+policy_maps = st.dictionaries(names.filter(str.strip), policy_specs, max_size=3)
 evidence = st.one_of(
     st.builds(
         CommandEvidence,
@@ -235,7 +257,7 @@ plans = st.builds(
     goal=texts,
     max_attempts=st.integers(min_value=1, max_value=20),
     tasks=plan_tasks(),
-    policies=json_objects,
+    policies=policy_maps,
     budget=st.none() | budgets,
     planning_spend=st.none() | spends,
 )

@@ -101,6 +101,7 @@ class QuorumCheck(Strict):
     k: int = Field(ge=1)
     n: int = Field(ge=1)
     comparator: Literal["exact", "json"] = "exact"
+    decision: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _k_within_n(self) -> QuorumCheck:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict, check_json_schema
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
+from tenure.protocol.policy import check_policies
 
 DEFAULT_MAX_ATTEMPTS = 3
 
@@ -57,6 +58,11 @@ class Plan(Strict):
     @classmethod
     def _team(cls, value: str) -> str:
         return check_team(value)
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_policies(value)
 
     @model_validator(mode="after")
     def _well_formed(self) -> Plan:
