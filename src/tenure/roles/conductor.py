@@ -14,11 +14,12 @@ from typing import Any
 
 from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
 from tenure.protocol.errors import Conflict, LeaseLost, StaleEpoch
-from tenure.roles import budget
+from tenure.roles import budget, quorum
 from tenure.roles.review import Reviewer
 from tenure.roles.split import settle_splits
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
 from tenure.store import Member, Store, TaskRecord
+from tenure.verify import Trust
 
 OPEN_STATES = ("queued", "running", "review")
 
@@ -30,6 +31,8 @@ def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
         spec["team_budget"] = to_dict(plan.budget)
     if plan.planning_spend is not None:
         spec["planning_spend"] = to_dict(plan.planning_spend)
+    if plan.policies:  # the team's tie-break policies, for the tasks that disagree
+        spec["policies"] = plan.policies
     return spec
 
 
@@ -45,6 +48,7 @@ class Conductor:
         stale_grace: float = 2.0,
         duplicate: bool = False,
         splitter: Any = None,
+        trust: Trust | None = None,
     ) -> None:
         self.store = store
         self.team = team
@@ -53,7 +57,7 @@ class Conductor:
         self.stale_grace = stale_grace
         self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
         self.reviewer = Reviewer(
-            store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter
+            store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter, trust=trust
         )
 
     # --- taking over ------------------------------------------------------------------
@@ -101,6 +105,7 @@ class Conductor:
         self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
         busy |= self.supervise()
+        busy |= quorum.tick(self)  # quorum tasks: rounds of independent voters
         busy |= self.dispatch()
         return busy
 
@@ -179,6 +184,7 @@ class Conductor:
                 task.state != "queued"
                 or task.assignee
                 or task.data.get("split_into")  # waits for its split tasks instead
+                or quorum.held_back(task)  # quorum rounds are dispatched by roles.quorum
                 or not set(task.spec.get("depends_on", [])) <= done
             ):
                 continue

@@ -15,6 +15,7 @@ from tenure.protocol.errors import LeaseLost, StaleEpoch
 from tenure.roles.conductor import Conductor
 from tenure.roles.heartbeat import MemberHeartbeat
 from tenure.store import Lease, Store
+from tenure.verify import Trust
 
 Outcome = Literal["finished", "stopped"]
 
@@ -35,6 +36,7 @@ class LeaderConfig:
     duplicate_assignments: bool = False
     elect: bool = True
     splitter: Any = None  # a roles.split.Splitter: split a task once before the inbox
+    trust: Trust | None = None  # judge models for the verification ladder
 
 
 class Leader:
@@ -104,6 +106,7 @@ class Leader:
             stale_grace=self.config.stale_grace,
             duplicate=self.config.duplicate_assignments,
             splitter=self.config.splitter,
+            trust=self.config.trust,
         )
         try:
             conductor.load(self.plan)

@@ -19,6 +19,7 @@ from tenure.protocol import Plan
 from tenure.roles.follower import Follower, FollowerConfig
 from tenure.roles.leader import Leader, LeaderConfig, Outcome
 from tenure.store import Store
+from tenure.verify import Trust
 
 
 @dataclass
@@ -32,6 +33,7 @@ class LocalTeam:
     workdir: Path | None = None
     leader_id: str = "leader"
     splitter: Any = None  # a roles.split.Splitter for the leader
+    trust: Trust | None = None  # judge models for the leader's verification ladder
 
     def run(self, stop: threading.Event | None = None) -> Outcome:
         stop = stop or threading.Event()
@@ -73,6 +75,7 @@ class LocalTeam:
                 workdir=self.workdir,
                 poll_interval=0.01,
                 splitter=self.splitter,
+                trust=self.trust,
             ),
             self.plan,
         )

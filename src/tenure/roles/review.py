@@ -7,15 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter
-
-from tenure.protocol import Check, CommandEvidence, TaskResult, idempotency_key, to_dict
+from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
 from tenure.roles import budget
+from tenure.roles.verdicts import run_ladder
 from tenure.store import Store, TaskRecord, TaskState
-from tenure.verify import verify
+from tenure.verify import Trust
 
-_CHECKS: TypeAdapter[list[Check]] = TypeAdapter(list[Check])
 FAILURE_LIMIT = 2000
 
 
@@ -29,6 +27,7 @@ class Reviewer:
         workdir: Path | None,
         on_event: Callable[[str, dict[str, Any]], None],
         splitter: Any = None,
+        trust: Trust | None = None,
     ) -> None:
         self.store = store
         self.team = team
@@ -36,6 +35,7 @@ class Reviewer:
         self.workdir = workdir
         self.event = on_event
         self.splitter = splitter  # a roles.split.Splitter: split once before the inbox
+        self.trust = trust  # judge models for the ladder (tenure.verify.Trust)
 
     def on_result(self, result: TaskResult, sender: str | None = None) -> None:
         """Take a result into review, unless it is a duplicate, from an old attempt,
@@ -83,21 +83,9 @@ class Reviewer:
             self.block(task, f"refused: {reason}")
 
     def _verify(self, task: TaskRecord, result: TaskResult) -> None:
-        checks = _CHECKS.validate_python(task.spec.get("checks", []))
-        verdicts = verify(
-            checks, result, output_schema=task.spec.get("output_schema"), workdir=self.workdir
-        )
-        for verdict in verdicts:
-            self.event(
-                "verify.verdict",
-                {
-                    "task_id": task.task_id,
-                    "key": result.idempotency_key,
-                    "check": verdict.check,
-                    "passed": verdict.passed,
-                    "reason": verdict.reason[:500],
-                },
-            )
+        verdicts = run_ladder(self, task, result)  # every verdict is logged there
+        if verdicts is None:
+            return  # the team's tie-break policy sent it to a person
         failing = [v for v in verdicts if not v.passed]
         if failing:
             self.retry(task, "rejected", f"{failing[0].check} check failed: {failing[0].reason}")
