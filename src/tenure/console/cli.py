@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenure.console import (
+    decisions_cmds,
     demo,
     inbox_cmds,
     member_cmds,
@@ -21,6 +22,7 @@ _COMMAND_MODULES = (
     member_cmds,
     inbox_cmds,
     model_cmds,
+    decisions_cmds,
     demo,
 )
 
