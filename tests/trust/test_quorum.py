@@ -1,0 +1,200 @@
+"""Quorum in the real runtime: n independent executions on distinct workers, compared,
+counted, and flagged when the voters' errors are likely to correlate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from tenure.console.cli import app
+from tenure.executors import TaskContext
+from tenure.protocol import TaskEnvelope
+from tenure.store import Store
+
+from .harness import Crew, Recording, events, plan_of, states, task
+
+WORKERS = ("w1", "w2", "w3")
+
+
+def quorum_plan(k: int, n: int, **check: Any) -> Any:
+    return plan_of(
+        {
+            "id": "capital",
+            "goal": "name the capital of Australia",
+            "acceptance_criteria": ["the capital city, one word"],
+            "max_attempts": 2,
+            "checks": [{"kind": "quorum", "k": k, "n": n, **check}],
+        }
+    )
+
+
+def crew_of(store: Store, tmp_path: Path, plan: Any, executor: Recording) -> Crew:
+    crew = Crew(store, tmp_path, plan)
+    for member in WORKERS:
+        crew.hire(member, executor)
+    return crew
+
+
+def test_three_voters_on_one_model_agree_and_the_log_and_cli_warn(
+    store: Store, tmp_path: Path
+) -> None:
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
+        return {
+            "status": "completed",
+            "artifact": {"capital": "Sydney"},  # the same confident wrong answer
+            "usage": {"model": "openai:gpt-4.1", "calls": 1},
+        }
+
+    executor = Recording(voter)
+    crew_of(store, tmp_path, quorum_plan(2, 3), executor).run()
+    assert task(store, "capital").state == "done"
+    # three independent executions on three distinct workers
+    assert sorted(executor.workers_for("capital")) == list(WORKERS)
+    assert {env.task_id for _, env in executor.calls} == {
+        "capital.q1.v1",
+        "capital.q1.v2",
+        "capital.q1.v3",
+    }
+    (count,) = events(store, "decision", "capital")
+    assert count.data["outcome"] == "winner"
+    assert "3 of 3 agree" in count.data["reason"]
+    (warning,) = count.data["warnings"]
+    assert "3 voters share the model openai:gpt-4.1" in warning
+    assert "correlate" in warning
+    verdict = events(store, "verify.verdict", "capital")[-1]
+    assert verdict.data["check"] == "quorum"
+    assert verdict.data["passed"] is True
+    assert verdict.data["warnings"] == [warning]
+    # and the operator sees it
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    shown = CliRunner().invoke(
+        app, ["decisions", "capital", "--team", "trust", "--store", url], env={"COLUMNS": "250"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "warning:" in shown.output
+    assert "share the model openai:gpt-4.1" in shown.output
+    assert "quorum count" in shown.output
+    logged = CliRunner().invoke(app, ["log", "--team", "trust", "--store", url])
+    assert "share the model openai:gpt-4.1" in logged.output
+
+
+def test_voters_from_different_providers_raise_no_warning(store: Store, tmp_path: Path) -> None:
+    models = {"w1": "openai:gpt-4.1", "w2": "anthropic:claude-sonnet-4-5", "w3": "ollama:qwen"}
+
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
+        return {
+            "status": "completed",
+            "artifact": {"capital": "Canberra"},
+            "usage": {"model": models[ctx.worker_id]},
+        }
+
+    crew_of(store, tmp_path, quorum_plan(3, 3), Recording(voter)).run()
+    assert task(store, "capital").state == "done"
+    (count,) = events(store, "decision", "capital")
+    assert count.data["warnings"] == []
+
+
+def test_two_models_of_one_provider_are_warned_about(store: Store, tmp_path: Path) -> None:
+    models = {"w1": "openai:gpt-4.1", "w2": "openai:gpt-4.1-mini", "w3": "anthropic:claude"}
+
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
+        return {
+            "status": "completed",
+            "artifact": "Canberra",
+            "usage": {"model": models[ctx.worker_id]},
+        }
+
+    crew_of(store, tmp_path, quorum_plan(2, 3), Recording(voter)).run()
+    (count,) = events(store, "decision", "capital")
+    assert any("one provider, openai" in w for w in count.data["warnings"])
+
+
+def test_a_missed_quorum_is_retried_with_the_disagreement_as_failure_output(
+    store: Store, tmp_path: Path
+) -> None:
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
+        if env.history:  # round 2: everyone looked again
+            return {"capital": "Canberra"}
+        return {"capital": {"w1": "Sydney", "w2": "Canberra", "w3": "Melbourne"}[ctx.worker_id]}
+
+    executor = Recording(voter)
+    crew_of(store, tmp_path, quorum_plan(2, 3), executor).run()
+    record = task(store, "capital")
+    assert record.state == "done"
+    assert record.attempt == 2
+    assert record.result is not None
+    assert record.result["artifact"] == {"capital": "Canberra"}
+    round_two = [env for _, env in executor.calls if env.task_id.startswith("capital.q2.")]
+    assert len(round_two) == 3
+    failure = round_two[0].history[0].failure
+    assert "quorum check failed" in failure
+    assert "only 1 of 3 agree, 2 needed" in failure
+    assert "no tie-break policy" in failure
+    outcomes = [e.data["outcome"] for e in events(store, "decision", "capital")]
+    assert outcomes == ["undecided", "winner"]
+
+
+def test_the_json_comparator_ignores_spacing_key_order_and_number_form(
+    store: Store, tmp_path: Path
+) -> None:
+    answers = {
+        "w1": '{"price": 100, "currency": "USD"}',
+        "w2": {"currency": "USD", "price": 100.0},
+        "w3": '{ "currency":"USD","price":1e2 }',
+    }
+
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> Any:
+        return {"status": "completed", "artifact": answers[ctx.worker_id]}
+
+    crew_of(store, tmp_path, quorum_plan(3, 3, comparator="json"), Recording(voter)).run()
+    assert task(store, "capital").state == "done"
+
+
+def test_the_exact_comparator_does_not(store: Store, tmp_path: Path) -> None:
+    answers = {"w1": {"price": 100}, "w2": {"price": 100.0}, "w3": '{"price": 100}'}
+
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> Any:
+        return {"status": "completed", "artifact": answers[ctx.worker_id]}
+
+    crew_of(store, tmp_path, quorum_plan(2, 3), Recording(voter)).run()
+    assert task(store, "capital").state == "blocked"
+
+
+def test_a_voter_that_fails_its_own_checks_does_not_vote(store: Store, tmp_path: Path) -> None:
+    def voter(env: TaskEnvelope, ctx: TaskContext) -> Any:
+        return {"capital": 42} if ctx.worker_id == "w1" else {"capital": "Canberra"}
+
+    plan = plan_of(
+        {
+            "id": "capital",
+            "max_attempts": 1,
+            "checks": [
+                {"kind": "quorum", "k": 2, "n": 3},
+                {
+                    "kind": "schema",
+                    "schema": {"type": "object", "properties": {"capital": {"type": "string"}}},
+                },
+            ],
+        }
+    )
+    crew_of(store, tmp_path, plan, Recording(voter)).run()
+    final = states(store)
+    assert final["capital"] == "done"
+    rejected = [t for t, s in final.items() if s == "cancelled"]
+    assert len(rejected) == 1, final  # the bad vote left the inbox when the round was counted
+    (count,) = events(store, "decision", "capital")
+    assert "2 of 2 agree" in count.data["reason"]
+    assert "not accepted" in count.data["reason"]
+
+
+def test_with_fewer_workers_than_voters_the_shared_worker_is_named(
+    store: Store, tmp_path: Path
+) -> None:
+    crew = Crew(store, tmp_path, quorum_plan(2, 2))
+    crew.hire("solo", Recording(lambda env, ctx: {"capital": "Canberra"}))
+    crew.run()
+    assert task(store, "capital").state == "done"
+    (count,) = events(store, "decision", "capital")
+    assert any("2 votes come from one worker, solo" in w for w in count.data["warnings"])
