@@ -198,3 +198,65 @@ def test_with_fewer_workers_than_voters_the_shared_worker_is_named(
     assert task(store, "capital").state == "done"
     (count,) = events(store, "decision", "capital")
     assert any("2 votes come from one worker, solo" in w for w in count.data["warnings"])
+
+
+def test_a_new_leader_settles_a_round_its_predecessor_started(
+    store: Store, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The old leader dies between counting the votes and reviewing the task: its
+    successor reviews the stored outcome — it neither loses the round nor runs it twice."""
+    from tenure.coord import LeaseKeeper, LeaseTiming
+    from tenure.protocol import LeaseLost
+    from tenure.roles import Conductor
+    from tenure.roles import quorum as quorum_module
+
+    executor = Recording(lambda env, ctx: {"capital": "Canberra"})
+    crew = crew_of(store, tmp_path, quorum_plan(2, 3), executor)
+    real_review = quorum_module._review
+
+    def dies(conductor: Any, record: Any) -> None:
+        raise LeaseLost("the old leader stopped here")
+
+    monkeypatch.setattr(quorum_module, "_review", dies)
+    try:
+        crew.run(rounds=10)
+    except LeaseLost:
+        pass
+    assert task(store, "capital").state == "running"  # counted, not yet reviewed
+    crew.keeper.release()
+    monkeypatch.setattr(quorum_module, "_review", real_review)
+    keeper = LeaseKeeper(store, "trust", "leader-2", LeaseTiming(ttl=30.0))
+    keeper.claim()
+    successor = Conductor(store, "trust", "leader-2", keeper.check, workdir=tmp_path)
+    successor.adopt()
+    successor.tick()
+    assert task(store, "capital").state == "done"
+    assert len(executor.calls) == 3, "a vote ran twice"
+    assert len(events(store, "decision", "capital")) == 1, "the round was counted twice"
+
+
+def test_a_local_team_of_threads_runs_a_quorum_end_to_end(store: Store, tmp_path: Path) -> None:
+    import threading
+
+    from tenure.coord import LeaseTiming
+    from tenure.roles.local import LocalTeam
+
+    executor = Recording(lambda env, ctx: {"capital": "Canberra"})
+    team = LocalTeam(
+        store,
+        quorum_plan(3, 3),
+        executor,
+        workers=3,
+        timing=LeaseTiming(ttl=10.0),
+        state_dir=tmp_path / "state",
+        workdir=tmp_path,
+    )
+    stop = threading.Event()
+    timer = threading.Timer(20.0, stop.set)
+    timer.start()
+    try:
+        assert team.run(stop) == "finished"
+    finally:
+        timer.cancel()
+    assert task(store, "capital").state == "done"
+    assert sorted(executor.workers_for("capital")) == ["worker-1", "worker-2", "worker-3"]

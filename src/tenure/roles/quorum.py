@@ -67,8 +67,8 @@ def tick(conductor: Conductor) -> bool:
     acted = False
     for task in tasks:
         check = quorum_check(task.spec)
-        if check is None:
-            continue
+        if check is None or task.data.get("split_into"):
+            continue  # not a quorum task, or split into parts that run on their own
         state = task.data.get(QUORUM_DATA) or {}
         try:
             if task.state == "queued" and not task.assignee:
