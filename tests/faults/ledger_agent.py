@@ -12,10 +12,16 @@ Configured by environment variables (set per worker process by the harness):
 - ``TENURE_FAULTS_SLEEP_RETRY``: the same for attempts after the first (default: as above).
 - ``TENURE_FAULTS_STARTED``: optional file; one line per attempt *started*
   (not an effect), so a test knows when a worker is mid-task.
+- ``TENURE_FAULTS_KEYED``: ``1`` makes the ledger an effect site that honours the
+  idempotency key itself (as a payment API's idempotency key or a unique
+  constraint does): a second write for the same key is refused and noted in
+  ``<ledger>.refused``. The store-loss scenario needs it, because a wiped store
+  forgets its own ledger.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -29,6 +35,7 @@ LEDGER_ENV = "TENURE_FAULTS_LEDGER"
 SLEEP_ENV = "TENURE_FAULTS_SLEEP"
 RETRY_SLEEP_ENV = "TENURE_FAULTS_SLEEP_RETRY"
 STARTED_ENV = "TENURE_FAULTS_STARTED"
+KEYED_ENV = "TENURE_FAULTS_KEYED"
 
 
 def _append(path: str, record: dict[str, Any]) -> None:
@@ -40,6 +47,24 @@ def _append(path: str, record: dict[str, Any]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _append_once(path: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The keyed effect site: under a file lock, a task already in the ledger is
+    refused (and the refusal noted); the first record is returned instead."""
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path, encoding="utf-8") as existing:
+                for line in existing:
+                    earlier = json.loads(line)
+                    if earlier["task_id"] == record["task_id"]:
+                        _append(path + ".refused", record)
+                        return dict(earlier)
+        except FileNotFoundError:
+            pass
+        _append(path, record)
+        return record
 
 
 def _sleep_seconds(attempt: int) -> float:
@@ -66,6 +91,8 @@ def run(envelope: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
 
     def write_ledger() -> dict[str, Any]:
         record = {**who, "time": time.time()}
+        if os.environ.get(KEYED_ENV) == "1":
+            return _append_once(ledger, record)
         _append(ledger, record)
         return record
 
