@@ -37,6 +37,12 @@ def researcher(env: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
 def run_price_team(
     store: Store, tmp_path: Path, policy: Any, trust: Trust | None = None
 ) -> Recording:
+    return price_team(store, tmp_path, policy, trust)[1]
+
+
+def price_team(
+    store: Store, tmp_path: Path, policy: Any, trust: Trust | None = None
+) -> tuple[Crew, Recording]:
     plan = plan_of(
         {
             "id": "acme-price",
@@ -52,7 +58,7 @@ def run_price_team(
     for member, (*_, capability) in RESEARCHERS.items():
         crew.hire(member, executor, capabilities=(capability,))
     crew.run()
-    return executor
+    return crew, executor
 
 
 def tie_break(store: Store) -> dict[str, Any]:
@@ -171,7 +177,7 @@ def test_disagreeing_policies_escalate_to_the_operator_inbox_and_an_answer_rerun
 
     from tenure.console.cli import app
 
-    run_price_team(
+    crew, executor = price_team(
         store, tmp_path, {"chain": ["freshest", {"confidence": {"calibrated": True}}, "human"]}
     )
     decision = tie_break(store)
@@ -191,3 +197,10 @@ def test_disagreeing_policies_escalate_to_the_operator_inbox_and_an_answer_rerun
     assert answered.exit_code == 0, answered.output
     record = task(store, "acme-price")
     assert record.state == "queued"
+    # the next round's voters see the operator's answer
+    crew.run()
+    round_two = [env for _, env in executor.calls if env.task_id.startswith("acme-price.q2.")]
+    assert len(round_two) == 2
+    for env in round_two:
+        (qa,) = env.input["operator_answers"]
+        assert qa["answer"] == "use the vendor page read today"
