@@ -30,6 +30,15 @@ pytestmark = pytest.mark.slow
 WORKER_WRITES = ("effect.claimed", "task.transition")
 
 
+def _worker_at(team: Team, epoch: int) -> str | None:
+    """A worker whose own epoch memory (on its disk, not in the store) holds ``epoch``."""
+    for name in ("w1", "w2", "w3"):
+        path = team.dir / "state" / name / "members" / team.name / f"{name}.epoch.json"
+        if path.exists() and json.loads(path.read_text())["highest_epoch"] >= epoch:
+            return name
+    return None
+
+
 def _assign_as_a_forgotten_leader(team: Team, worker: str, *, epoch: int) -> None:
     envelope = TaskEnvelope(
         task_id=team.task_ids[-1],
@@ -73,15 +82,18 @@ def test_a_wiped_redis_neither_obeys_a_stale_leader_nor_runs_an_effect_twice(
     team.wait_for("four tasks done", lambda: team.done_count() >= 4, 30)
     before = team.store.current_epoch(team.name)
     assert before >= 2
+    witness = team.wait_for(
+        "a worker that has seen the current epoch", lambda: _worker_at(team, before), 30
+    )
 
     team.signal("L2", signal.SIGSTOP)  # the old leader is away while the store is lost
     redis.Redis.from_url(team.url).flushdb()
     assert team.store.current_epoch(team.name) == 0
     # a leader that came back below the members' epochs: the store (counter 0) would
     # accept epoch 1, so only the workers' own memory stands between it and the work
-    _assign_as_a_forgotten_leader(team, "w1", epoch=1)
+    _assign_as_a_forgotten_leader(team, witness, epoch=1)
     ignored = team.wait_event(
-        "follower.stale_envelope_ignored", 10, lambda e: e.data.get("member") == "w1"
+        "follower.stale_envelope_ignored", 10, lambda e: e.data.get("member") == witness
     )
     assert ignored.data["epoch"] == 1 and ignored.data["highest"] >= before
     team.leader("L3", 40)  # a fresh candidate: no memory of any epoch

@@ -111,7 +111,7 @@ class Conductor:
 
     def drain(self, batch: int = 32) -> bool:
         deliveries = self.store.receive(
-            self.team, LEADER_QUEUE, consumer=self.me, visibility_timeout=30.0, max_messages=batch
+            self.team, LEADER_QUEUE, consumer=self.me, visibility_timeout=10.0, max_messages=batch
         )
         for delivery in deliveries:
             self.epoch()  # a leader past its deadline handles nothing more

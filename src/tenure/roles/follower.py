@@ -124,8 +124,11 @@ class Follower:
                 holder=self.me,
                 claim_seconds=env.deadline_seconds + self.config.visibility_timeout,
             )
-        except (StaleEpoch, EffectInProgress) as exc:
-            self._event("follower.fenced", {**info, "error": str(exc)})
+        except StaleEpoch as exc:
+            self._event("follower.fenced", {**info, "current": exc.current})
+            return
+        except EffectInProgress as exc:
+            self._event("follower.attempt_in_progress", {**info, "error": str(exc)})
             return
         result = ticket.result if ticket.status == "done" else self._execute(env)
         self.mailbox.result(env.reply_to, result)
@@ -264,7 +267,9 @@ class _Checkin:
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop and wait, so no check-in can follow the result."""
         self.stopped.set()
+        self.thread.join()
 
     def _run(self) -> None:
         while not self.stopped.wait(self.interval):

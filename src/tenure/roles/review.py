@@ -44,8 +44,14 @@ class Reviewer:
         current_key = idempotency_key(task.task_id, task.attempt)
         info = {"task_id": task.task_id, "key": result.idempotency_key}
         if sender is not None and task.assignee is not None and sender != task.assignee:
-            self.event("leader.result_refused", {**info, "sender": sender,
-                       "reason": f"the attempt is assigned to {task.assignee}, not {sender}"})
+            self.event(
+                "leader.result_refused",
+                {
+                    **info,
+                    "sender": sender,
+                    "reason": f"the attempt is assigned to {task.assignee}, not {sender}",
+                },
+            )
             return
         if result.idempotency_key != current_key or task.state != "running":
             self.event("leader.duplicate_absorbed", {**info, "state": task.state})
