@@ -454,6 +454,22 @@ def test_garbage_on_the_leader_queue_is_logged_and_the_leader_carries_on(
     assert not store.receive(TEAM, LEADER_QUEUE, consumer="peek", visibility_timeout=1.0)
 
 
+def test_a_register_entry_no_envelope_can_carry_is_blocked_not_a_crash(
+    store: Store, tmp_path: Path
+) -> None:
+    """A spec written by an older version (or by hand) with a check this one cannot read."""
+    crew = Crew(store, tmp_path, plan_of({"id": "t"}))
+    store.create_task(
+        TEAM, "odd", epoch=crew.keeper.epoch, spec={"goal": "g", "checks": [{"kind": "vibes"}]}
+    )
+    crew.hire("w1", Recording())
+    crew.run()
+    assert task(store, "t").state == "done"
+    odd = task(store, "odd")
+    assert odd.state == "blocked"
+    assert "cannot build its envelope" in odd.reason and "kind" in odd.reason
+
+
 def test_a_queued_task_behind_a_blocked_dependency_does_not_keep_the_leader_busy(
     store: Store, tmp_path: Path
 ) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
-from tenure.protocol.errors import Conflict, LeaseLost, StaleEpoch
+from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.roles import budget, quorum
 from tenure.roles.review import Reviewer
 from tenure.roles.split import settle_splits
@@ -251,9 +251,13 @@ class Conductor:
         left = None
         if task.spec.get("budget") or task.spec.get("team_budget"):
             left = budget.remaining(task, self.store.tasks(self.team), self.store.now())
-        envelope = envelope_for(
-            task, epoch=self.epoch(), assignee=worker, dependencies=deps, budget=left
-        )
+        try:
+            envelope = envelope_for(
+                task, epoch=self.epoch(), assignee=worker, dependencies=deps, budget=left
+            )
+        except ProtocolError as exc:  # a register entry no worker could be sent
+            self.reviewer.block(task, f"cannot build its envelope: {exc}")
+            return
         self.mailbox.assign(envelope)
         self.event(
             "task.dispatched",

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from tenure.protocol import (
     PriorAttempt,
     TaskEnvelope,
     idempotency_key,
     to_dict,
 )
+from tenure.protocol.codec import translate
 from tenure.protocol.messages import (
     AssignMessage,
     CancelMessage,
@@ -82,28 +85,31 @@ def envelope_for(
     task_input = _with_answers(spec.get("input", {}), record.data.get("qa", []))
     if dependencies:
         task_input = {**task_input, "from_dependencies": dependencies}
-    history = [PriorAttempt.model_validate(h) for h in record.data.get("history", [])]
-    return TaskEnvelope.model_validate(
-        {
-            "task_id": record.task_id,
-            "idempotency_key": idempotency_key(record.task_id, record.attempt),
-            "epoch": epoch,
-            "attempt": record.attempt,
-            "assigned_to": assignee,
-            "deadline_seconds": spec.get("deadline_seconds", 300.0),
-            "goal": spec["goal"],
-            "acceptance_criteria": spec.get("acceptance_criteria", []),
-            "checks": spec.get("checks", []),
-            "input": task_input,
-            "scope": spec.get("scope", []),
-            "depends_on": spec.get("depends_on", []),
-            "reply_to": LEADER_QUEUE,
-            "history": history,
-            "output_schema": spec.get("output_schema"),
-            "executor": spec.get("executor"),
-            "budget": budget,
-        }
-    )
+    try:
+        history = [PriorAttempt.model_validate(h) for h in record.data.get("history", [])]
+        return TaskEnvelope.model_validate(
+            {
+                "task_id": record.task_id,
+                "idempotency_key": idempotency_key(record.task_id, record.attempt),
+                "epoch": epoch,
+                "attempt": record.attempt,
+                "assigned_to": assignee,
+                "deadline_seconds": spec.get("deadline_seconds", 300.0),
+                "goal": spec.get("goal", ""),
+                "acceptance_criteria": spec.get("acceptance_criteria", []),
+                "checks": spec.get("checks", []),
+                "input": task_input,
+                "scope": spec.get("scope", []),
+                "depends_on": spec.get("depends_on", []),
+                "reply_to": LEADER_QUEUE,
+                "history": history,
+                "output_schema": spec.get("output_schema"),
+                "executor": spec.get("executor"),
+                "budget": budget,
+            }
+        )
+    except ValidationError as exc:
+        raise translate(exc, source=f"task {record.task_id!r} in the register") from None
 
 
 def _with_answers(task_input: dict[str, Any], qa: list[dict[str, Any]]) -> dict[str, Any]:
