@@ -119,6 +119,9 @@ def _script(
     out.print(f"[green]failover[/] in {failover:.2f}s (TTL {ttl:g}s)\n")
     paused = str(second.data["leader"])
     _wait(story, f"{paused} to dispatch", lambda: story.first("task.dispatched", leader=paused))
+    # Pause it between writes: on SQLite a member stopped inside a write transaction
+    # would hold the database lock, and every other member would wait for it.
+    _wait(story, f"{paused} to be idle", lambda: _idle(store, story, paused))
     out.print(f"[bold red]fault:[/] SIGSTOP {paused} (epoch {second.epoch}) past its TTL")
     procs[paused].send_signal(signal.SIGSTOP)
     third = _wait(story, "a leader after the pause", lambda: _elected_after(story, second))
@@ -152,6 +155,11 @@ def _replay_stale_envelope(
 def _refused(story: Story, epoch: int) -> bool:
     kinds = ("follower.stale_envelope_ignored", "follower.fenced", "follower.assignment_outdated")
     return any(e.kind in kinds and e.data.get("epoch") == epoch for e in story.events)
+
+
+def _idle(store: Store, story: Story, leader: str, quiet: float = 0.3) -> bool:
+    last = max((e.at for e in story.events if e.data.get("leader") == leader), default=0.0)
+    return store.now() - last >= quiet
 
 
 def _elected_after(story: Story, previous: Event) -> Event | None:

@@ -44,6 +44,15 @@ class MessagesMixin(SQLiteBase):
     ) -> list[Delivery]:
         positive("visibility_timeout", visibility_timeout)
         delivered: list[Delivery] = []
+        # An empty poll takes no write lock: idle members then hold the database's
+        # single writer lock only for real changes (a member paused while holding it
+        # stalls every writer until it resumes or dies).
+        if not self.db.read(
+            "SELECT 1 FROM messages WHERE team = ? AND queue = ? AND dead = 0"
+            " AND visible_at <= ? LIMIT 1",
+            (team, queue, self.now()),
+        ):
+            return delivered
         with self.db.write() as cur:
             now = self.now()
             # Page on until the batch is full or the queue has nothing more visible, so
