@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenure.console import (
+    coding_cmds,
     decisions_cmds,
     demo,
     inbox_cmds,
@@ -24,6 +25,7 @@ _COMMAND_MODULES = (
     model_cmds,
     decisions_cmds,
     demo,
+    coding_cmds,
 )
 
 

@@ -1,0 +1,85 @@
+"""``tenure code`` (a coding-agent team on a git repository) and ``tenure gc``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from tenure.console.app import app, fail, out
+from tenure.executors import git
+from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
+from tenure.executors.worktrees import plan_cleanup, remove
+from tenure.protocol.codec import load_plan
+from tenure.roles.coding import CodingConfig, CodingLeader
+
+RepoOption = Annotated[
+    Path, typer.Option("--repo", help="The target git repository (clean working tree).")
+]
+
+
+@app.command("code")
+def code(
+    plan_path: Annotated[Path, typer.Argument(metavar="PLAN", help="plan.yaml / plan.md")],
+    repo: RepoOption = Path("."),
+    agent: Annotated[str, typer.Option("--agent", help=AGENT_HELP)] = "claude",
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel attempts.")] = 2,
+    run_id: Annotated[
+        str | None, typer.Option("--run", help="Run id; an existing one is resumed.")
+    ] = None,
+    share_home: Annotated[
+        bool,
+        typer.Option(
+            "--share-home", help="Let the agent use your HOME/config (its login) per attempt."
+        ),
+    ] = False,
+) -> None:
+    """Run a plan with coding agents: one git worktree per attempt, checks run by the
+    leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
+    order. Files: .tenure/runs/RUN/ on that branch."""
+    plan = load_plan(plan_path)
+    cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
+    leader = CodingLeader(
+        CodingConfig(repo=repo.resolve(), plan=plan, agent=cli, workers=workers, run_id=run_id)
+    )
+    out.print(f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}")
+    outcome = leader.run()
+    for task_id, state in outcome.states.items():
+        out.print(f"  {task_id:<24} {state}")
+    out.print(f"integration branch: {outcome.integration_branch}")
+    out.print(f"files: {outcome.integration_worktree}/.tenure/runs/{outcome.run}/")
+    if not outcome.done:
+        raise fail(f"run {outcome.run} not done: {outcome.reason}")
+    out.print(f"[green]done[/]: {escape(outcome.reason)}")
+    out.print(f"merge it: git -C {leader.root} merge {outcome.integration_branch}")
+
+
+@app.command("gc")
+def gc(
+    repo: RepoOption = Path("."),
+    keep: Annotated[
+        str | None,
+        typer.Option("--into", help="Branch work must be merged into (default: checked out)."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list.")] = False,
+) -> None:
+    """List tenure worktrees and branches and whether they can go; remove only merged ones,
+    and only with --yes. Unmerged work is never removed."""
+    root = git.repo_root(repo.resolve())
+    items = plan_cleanup(root, keep)
+    if not items:
+        out.print("nothing to clean")
+        return
+    for item in items:
+        verb = ("remove" if yes else "would remove") if item.removable else "keep"
+        where = f" ({item.path})" if item.path else ""
+        out.print(f"{verb:<13} {item.branch}{escape(where)}: {escape(item.reason)}")
+    if yes:
+        # task branches first: an integration branch goes last
+        for item in sorted(items, key=lambda i: i.branch.endswith("/integration")):
+            if item.removable:
+                remove(root, item)
+    elif any(i.removable for i in items):
+        out.print("run again with --yes to remove the merged ones")

@@ -1,0 +1,232 @@
+"""Coding-agent CLIs as workers: claude, codex, aider, gemini, opencode or any template.
+
+The agent runs with the attempt's worktree as its working directory, stdin from
+``/dev/null``, in its own session (so the deadline kills its whole process group),
+with its own home/config directory per attempt, and its stdout+stderr streamed to a
+log file per attempt. Placeholders ``{task_file}``, ``{result_file}``,
+``{worktree}`` and ``{prompt}`` are substituted in the template and also exported as
+``TENURE_TASK_FILE``, ``TENURE_RESULT_FILE``, ``TENURE_WORKTREE``. Afterwards the
+executor commits whatever the agent left in the worktree itself — also after a
+failure or a kill — so no attempt's work is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tenure.executors import git
+from tenure.protocol.errors import ConfigError
+
+PROMPT = (
+    "You are one worker of a coding team. Read your task in {task_file} and do it in "
+    "this directory. Change only the paths listed under Scope. Run the acceptance checks "
+    "yourself. When done, write your report to {result_file} with the sections: Changed, "
+    "Verification (commands you ran and their outcome), Open questions, Blast radius. "
+    "Do not commit; do not edit files under .tenure/."
+)
+
+# name -> (argv template, the CLI's own config/home variable or None)
+PRESETS: dict[str, tuple[list[str], str | None]] = {
+    "claude": (
+        [
+            "claude",
+            "-p",
+            "{prompt}",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Read,Edit,Write,Bash",
+        ],
+        "CLAUDE_CONFIG_DIR",
+    ),
+    "codex": (
+        [
+            "codex",
+            "exec",
+            "-s",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "-C",
+            "{worktree}",
+            "{prompt}",
+        ],
+        "CODEX_HOME",
+    ),
+    "aider": (
+        [
+            "aider",
+            "--message",
+            "{prompt}",
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-gitignore",
+            "--map-tokens",
+            "0",
+            "--input-history-file",
+            "{home}/aider.input.history",
+            "--chat-history-file",
+            "{home}/aider.chat.history.md",
+            "--read",
+            "{task_file}",
+        ],
+        None,
+    ),
+    "gemini": (["gemini", "-p", "{prompt}"], None),
+    "opencode": (["opencode", "run", "{prompt}"], None),
+}
+AGENT_HELP = "claude, codex, aider, gemini, opencode, or script:CMD with {task_file} {result_file} {worktree}"
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """How one agent attempt ended; ``reason`` is empty when the agent exited 0."""
+
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    log: Path
+    committed: bool
+    reason: str = ""
+
+
+@dataclass
+class AgentCLI:
+    """An argv template (placeholders in ``{}``) and the CLI's config variable."""
+
+    name: str
+    template: list[str]
+    config_var: str | None = None
+    isolate_home: bool = True
+    env: dict[str, str] = field(default_factory=dict)
+    grace_seconds: float = 2.0
+
+    @classmethod
+    def from_spec(cls, spec: str, *, isolate_home: bool = True) -> AgentCLI:
+        if spec in PRESETS:
+            template, var = PRESETS[spec]
+            return cls(spec, list(template), var, isolate_home)
+        kind, _, rest = spec.partition(":")
+        if kind in ("script", "command") and rest.strip():
+            try:
+                argv = shlex.split(rest)
+            except ValueError as exc:
+                raise ConfigError(f"--agent {spec!r}: {exc}") from None
+            return cls("script", argv, None, isolate_home)
+        raise ConfigError(f"--agent must be one of {AGENT_HELP}; got {spec!r}")
+
+    def check_installed(self) -> None:
+        """Refuse an agent whose program is not on PATH, naming it and how to fix it."""
+        program = self.template[0]
+        if "{" in program:
+            return
+        if shutil.which(program) is None and not Path(program).is_file():
+            raise ConfigError(
+                f"agent CLI {program!r} is not installed (not on PATH); install it, "
+                "or pick another with --agent (e.g. script:CMD)"
+            )
+
+    def argv(self, values: Mapping[str, str]) -> list[str]:
+        return [part.format_map(_Values(values)) for part in self.template]
+
+    def run(
+        self,
+        *,
+        worktree: Path,
+        task_file: Path,
+        result_file: Path,
+        attempt_dir: Path,
+        deadline_seconds: float,
+        extra_env: Mapping[str, str],
+        commit_message: str,
+    ) -> AgentRun:
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        home = attempt_dir / "home"
+        home.mkdir(exist_ok=True)
+        log = attempt_dir / "agent.log"
+        values = {
+            "task_file": str(task_file),
+            "result_file": str(result_file),
+            "worktree": str(worktree),
+            "home": str(home),
+        }
+        values["prompt"] = PROMPT.format_map(_Values(values))
+        argv = self.argv(values)
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update(extra_env)
+        env.update(
+            TENURE_TASK_FILE=str(task_file),
+            TENURE_RESULT_FILE=str(result_file),
+            TENURE_WORKTREE=str(worktree),
+        )
+        if self.isolate_home:
+            env["XDG_CONFIG_HOME"] = str(home / ".config")
+            env["XDG_CACHE_HOME"] = str(home / ".cache")
+            if self.config_var:
+                env[self.config_var] = str(home / self.name)
+            else:
+                env["HOME"] = str(home)
+        started = time.monotonic()
+        timed_out = False
+        with log.open("ab") as sink:
+            sink.write(f"$ {shlex.join(argv)}\n".encode())
+            sink.flush()
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=worktree,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                reason = f"cannot start {argv[0]!r}: {exc.strerror}"
+                sink.write(f"{reason}\n".encode())
+                return AgentRun(None, False, 0.0, log, False, reason)
+            try:
+                code: int | None = proc.wait(timeout=deadline_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc, self.grace_seconds)
+                code = proc.returncode
+                sink.write(
+                    f"\n[tenure] deadline of {deadline_seconds:g}s exceeded; "
+                    "process group killed\n".encode()
+                )
+        seconds = time.monotonic() - started
+        committed = git.commit_all(worktree, commit_message)
+        if timed_out:
+            reason = f"agent exceeded its deadline of {deadline_seconds:g}s; process group killed"
+        elif code != 0:
+            reason = f"agent exited with status {code}"
+        else:
+            reason = ""
+        return AgentRun(code, timed_out, seconds, log, committed, reason)
+
+
+class _Values(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,181 @@
+"""The run folder: ``.tenure/runs/<run>/`` inside the target repository.
+
+``plan.md``          the plan and its changelog; written by the leader only
+``tasks/<id>.md``    goal, scope, acceptance checks, constraints, failed attempts,
+                     and an append-only Q&A section
+``results/<id>.md``  the worker's report per attempt, followed by the leader's verdicts
+``status.yml``       one row per task (state, attempt, worker, branch, timestamps); the
+                     leader process is the single writer of every row
+``inbox.md``         tasks handed to the operator, with the reason
+
+Everything here is committed on the run's integration branch as it happens, so
+``status.yml`` in git is the run's state: a killed run resumes from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tenure.protocol import CommandCheck, Plan, PlanTask
+
+RUNS_DIR = Path(".tenure") / "runs"
+QA_HEADING = "## Questions and answers (append-only)"
+
+# task states in status.yml
+PENDING = "pending"
+RUNNING = "running"
+ACCEPTED = "accepted"
+MERGED = "merged"
+NEEDS_OPERATOR = "needs-operator"
+BLOCKED = "blocked"
+FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED)
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class StatusRow:
+    id: str
+    state: str = PENDING
+    attempt: int = 0
+    worker: str = ""
+    branch: str = ""
+    base: str = ""
+    started_at: str = ""
+    updated_at: str = ""
+    reason: str = ""
+    merged_branch: str = ""
+    history: list[str] = field(default_factory=list)
+
+
+class RunFolder:
+    def __init__(self, worktree: Path, run: str) -> None:
+        self.worktree = worktree  # the integration worktree, where the folder is committed
+        self.run = run
+        self.rel = RUNS_DIR / run
+        self.path = worktree / self.rel
+
+    def task_file(self, task_id: str, root: Path | None = None) -> Path:
+        return (root or self.worktree) / self.rel / "tasks" / f"{task_id}.md"
+
+    def result_file(self, task_id: str) -> Path:
+        return self.path / "results" / f"{task_id}.md"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "status.yml"
+
+    def exists(self) -> bool:
+        return self.status_file.exists()
+
+    # --- plan.md -------------------------------------------------------------------
+
+    def write_plan(self, plan: Plan, note: str = "") -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        data = plan.model_dump(mode="json", exclude_defaults=True)
+        lines = [
+            f"# Plan: {plan.goal or plan.team}",
+            "",
+            f"Run `{self.run}`. Written by the leader only; tasks merge in this order.",
+            "",
+            "```yaml",
+            yaml.safe_dump(data, sort_keys=False).rstrip(),
+            "```",
+            "",
+            "## Changelog",
+            "",
+            f"- {now()} run started{': ' + note if note else ''}",
+            "",
+        ]
+        (self.path / "plan.md").write_text("\n".join(lines))
+
+    def append_changelog(self, entry: str) -> None:
+        with (self.path / "plan.md").open("a") as fh:
+            fh.write(f"- {now()} {entry}\n")
+
+    # --- tasks/<id>.md ---------------------------------------------------------------
+
+    def write_task(self, task: PlanTask, plan: Plan) -> Path:
+        path = self.task_file(task.id)
+        if path.exists():
+            return path  # append-only once written: history and Q&A are kept
+        path.parent.mkdir(parents=True, exist_ok=True)
+        checks = [c.run for c in task.checks if isinstance(c, CommandCheck)]
+        lines = [
+            f"# Task {task.id}",
+            "",
+            "## Goal",
+            "",
+            task.goal,
+            "",
+            "## Scope (the only paths you may change)",
+            "",
+            *([f"- `{s}`" for s in task.scope] or ["- (the whole repository except .tenure/)"]),
+            "",
+            "## Acceptance (the leader runs these in your worktree; your word is not enough)",
+            "",
+            *[f"- `{c}`" for c in checks],
+            *[f"- {c}" for c in task.acceptance_criteria],
+            "",
+            "## Constraints",
+            "",
+            f"- Deadline: {task.deadline_seconds:g}s per attempt; the process group is "
+            "killed after it.",
+            f"- At most {plan.attempts_for(task)} attempts, then the operator decides.",
+            "- Do not commit; the worker commits your changes. Do not edit .tenure/.",
+            *(
+                [f"- Depends on: {', '.join(task.depends_on)} (already merged)"]
+                if task.depends_on
+                else []
+            ),
+            "",
+            "## Attempts",
+            "",
+            QA_HEADING,
+            "",
+        ]
+        path.write_text("\n".join(lines))
+        return path
+
+    def append_attempt(self, task_id: str, attempt: int, text: str) -> None:
+        """Add a failed attempt's output above the Q&A section (which stays last)."""
+        path = self.task_file(task_id)
+        body = path.read_text()
+        entry = f"### Attempt {attempt} failed ({now()})\n\n```\n{text.rstrip()[-3000:]}\n```\n\n"
+        head, sep, tail = body.partition(QA_HEADING)
+        path.write_text(head + entry + sep + tail if sep else body + "\n" + entry)
+
+    # --- results/<id>.md -------------------------------------------------------------
+
+    def append_result(self, task_id: str, attempt: int, report: str, verdicts: str) -> None:
+        path = self.result_file(task_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = path.read_text() if path.exists() else f"# Results for {task_id}\n\n"
+        shown = report.strip() or "(the agent wrote no report)"
+        path.write_text(
+            f"{old}## Attempt {attempt} ({now()})\n\n### Worker's report\n\n{shown}\n\n"
+            f"### Leader's acceptance\n\n{verdicts.rstrip()}\n\n"
+        )
+
+    def append_inbox(self, task_id: str, reason: str) -> None:
+        path = self.path / "inbox.md"
+        old = path.read_text() if path.exists() else "# Operator inbox\n\n"
+        path.write_text(f"{old}- {now()} **{task_id}**: {reason}\n")
+
+    # --- status.yml -------------------------------------------------------------------
+
+    def write_status(self, rows: dict[str, StatusRow]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        data: dict[str, Any] = {"run": self.run, "tasks": [asdict(r) for r in rows.values()]}
+        self.status_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def read_status(self) -> dict[str, StatusRow]:
+        data = yaml.safe_load(self.status_file.read_text()) or {}
+        return {row["id"]: StatusRow(**row) for row in data.get("tasks", [])}

@@ -1,0 +1,61 @@
+"""A fake coding-agent CLI for the tests: edits files as a per-task script says.
+
+Usage: fake_agent.py CONFIG TASK_FILE RESULT_FILE. CONFIG is JSON:
+``{"<task>": {"file": "m1.py", "modes": ["fix", "lie", ...]}}``; the mode for
+attempt N is ``modes[N-1]`` (the last one repeats). Modes:
+fix (write the fix), lie (change nothing, claim the tests pass), outside (fix and
+also touch a file outside the scope), conflict (write ``shared.py`` with this task's
+id), append (append this task's line to ``shared.py``), hang (sleep past any
+deadline), die (write half a change, then kill itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    task_file, result_file = Path(sys.argv[2]), Path(sys.argv[3])
+    task = os.environ["TENURE_TASK_ID"]
+    attempt = int(os.environ["TENURE_ATTEMPT"])
+    assert Path.cwd() == Path(os.environ["TENURE_WORKTREE"])
+    assert task_file.exists(), task_file
+    spec = config[task]
+    modes = spec["modes"]
+    mode = modes[min(attempt, len(modes)) - 1]
+    print(f"fake agent: {task} attempt {attempt} mode {mode} port {os.environ['TENURE_PORT_BASE']}")
+    target = Path(spec.get("file", "shared.py"))
+    report = f"## Changed\n\n{target}\n\n## Verification\n\nran the checks: all pass\n"
+    if mode == "fix":
+        target.write_text("def value():\n    return 1\n")
+    elif mode == "lie":
+        pass
+    elif mode == "outside":
+        target.write_text("def value():\n    return 1\n")
+        Path("README.txt").write_text("touched by an agent that ignores its scope\n")
+    elif mode == "conflict":
+        Path("shared.py").write_text(f"OWNER = {task!r}\n")
+    elif mode == "append":
+        with Path("shared.py").open("a") as fh:
+            fh.write(f"ALSO_{task.upper()} = True\n")
+    elif mode == "hang":
+        target.write_text("def value():\n    return 1\n")  # a change made before hanging
+        time.sleep(600)
+    elif mode == "die":
+        target.write_text("def value():\n    return 1  # half done\n")
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "sleep":
+        time.sleep(float(spec.get("seconds", 0.5)))
+        target.write_text("def value():\n    return 1\n")
+    result_file.write_text(report)
+
+
+if __name__ == "__main__":
+    main()
