@@ -32,6 +32,7 @@ from tenure.protocol import (
     TaskResult,
 )
 from tenure.protocol.codec import MAX_MESSAGE_BYTES
+from tenure.protocol.plan import SubTeam
 from tenure.protocol.messages import (
     EscalationAnswer,
     EscalationAsk,
@@ -75,6 +76,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Budgets and spend": Budget,
     "Plans": Plan,
     "Plan task": PlanTask,
+    "Nested team": SubTeam,
 }
 # tables that follow a paragraph naming the model rather than a heading
 PARAGRAPHS: dict[str, type[BaseModel]] = {

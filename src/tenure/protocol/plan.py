@@ -13,6 +13,7 @@ from tenure.protocol.ids import check_task_id, check_team
 from tenure.protocol.policy import check_policies
 
 DEFAULT_MAX_ATTEMPTS = 3
+SUBTEAM_CAPABILITY = "subteam"  # what a member must offer to lead a nested team
 
 
 class PlanTask(Strict):
@@ -31,6 +32,15 @@ class PlanTask(Strict):
     max_attempts: int | None = Field(default=None, ge=1, le=20)
     executor: str | None = None
     budget: Budget | None = None
+    team: SubTeam | None = None  # a composite task: a nested team runs it
+
+    @model_validator(mode="before")
+    @classmethod
+    def _composite_capability(cls, data: Any) -> Any:
+        """A composite task goes to a member that can lead its nested team."""
+        if isinstance(data, dict) and data.get("team") is not None and not data.get("capability"):
+            return {**data, "capability": SUBTEAM_CAPABILITY}
+        return data
 
     @field_validator("output_schema")
     @classmethod
@@ -41,6 +51,38 @@ class PlanTask(Strict):
     @classmethod
     def _safe_id(cls, value: str) -> str:
         return check_task_id(value, "id")
+
+
+class SubTeam(Strict):
+    """The plan section of a composite task: the nested team's own tasks and policies.
+
+    The nested team's path is ``<parent team>/<task id>`` unless ``name`` says otherwise.
+    """
+
+    name: str | None = None
+    goal: str = ""
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=20)
+    tasks: list[PlanTask] = Field(min_length=1)
+    policies: dict[str, Any] = Field(default_factory=dict)
+    budget: Budget | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else check_team(value, "name")
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_policies(value)
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> SubTeam:
+        check_plan_graph(self.tasks)
+        return self
+
+
+PlanTask.model_rebuild()  # a task may hold a team whose tasks are PlanTasks
 
 
 class Plan(Strict):
@@ -67,6 +109,7 @@ class Plan(Strict):
     @model_validator(mode="after")
     def _well_formed(self) -> Plan:
         check_plan_graph(self.tasks)
+        _check_nested_paths(self.team, self.tasks, "tasks", {self.team: "team"})
         return self
 
     def task(self, task_id: str) -> PlanTask:
@@ -107,3 +150,48 @@ def check_plan_graph(tasks: list[PlanTask]) -> list[str]:
             f"tasks[{seen[nodes[0]]}].depends_on",
             f"no dependency cycle; found {' -> '.join(nodes)} (each depends on the next)",
         ) from None
+
+
+def subteam_path(parent: str, task: PlanTask) -> str:
+    """The path of the team that runs a composite task."""
+    assert task.team is not None
+    return task.team.name or f"{parent}/{task.id}"
+
+
+def subteam_plan(parent: str, task: PlanTask) -> Plan:
+    """The nested team's own plan, as its sub-leader loads it."""
+    assert task.team is not None
+    section = task.team
+    return Plan(
+        team=subteam_path(parent, task),
+        goal=section.goal or task.goal,
+        max_attempts=section.max_attempts,
+        tasks=section.tasks,
+        policies=section.policies,
+        budget=section.budget,
+    )
+
+
+def team_tree(plan: Plan) -> list[Plan]:
+    """The plan and every nested team's plan, parents first."""
+    found = [plan]
+    for task in plan.tasks:
+        if task.team is not None:
+            found.extend(team_tree(subteam_plan(plan.team, task)))
+    return found
+
+
+def _check_nested_paths(
+    parent: str, tasks: list[PlanTask], where: str, seen: dict[str, str]
+) -> None:
+    """Each nested team's path is a valid, unique team path (depth included)."""
+    for index, task in enumerate(tasks):
+        if task.team is None:
+            continue
+        here = f"{where}[{index}].team"
+        path = subteam_path(parent, task)
+        check_team(path, f"{here}.name")
+        if path in seen:
+            raise ProtocolError(f"{here}.name", f"a team path of its own; {path!r} is {seen[path]}")
+        seen[path] = here
+        _check_nested_paths(path, task.team.tasks, f"{here}.tasks", seen)

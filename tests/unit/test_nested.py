@@ -1,0 +1,223 @@
+"""Nested teams in one process on a real store: plan validation, the sub-leader's
+roll-up, a whole nested plan end to end, adoption of a half-run child team, and a
+sub-leader whose attempt was superseded."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenure.coord import LeaseTiming
+from tenure.executors import TaskContext, coerce_result
+from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
+from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
+from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
+from tenure.roles.subteam import child_plan, sub_leader
+from tenure.store import Store
+
+PARENT = "acme/research"
+CHILD = "acme/research/pricing"
+TIMING = LeaseTiming(ttl=2.0)
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        with self.lock:
+            self.calls[f"{ctx.team}:{envelope.task_id}"] += 1
+        deps = envelope.input.get("from_dependencies", {})
+        return coerce_result(envelope, {"done": envelope.task_id, "deps": sorted(deps)})
+
+
+def nested(**child: Any) -> Plan:
+    return Plan.model_validate(
+        {
+            "team": PARENT,
+            "tasks": [
+                {"id": "scope", "goal": "scope"},
+                {
+                    "id": "pricing",
+                    "goal": "price every vendor",
+                    "depends_on": ["scope"],
+                    "deadline_seconds": 60,
+                    "team": {
+                        "tasks": [
+                            {"id": "fetch", "goal": "fetch"},
+                            {"id": "compare", "goal": "compare", "depends_on": ["fetch"]},
+                        ],
+                        **child,
+                    },
+                },
+                {"id": "report", "goal": "report", "depends_on": ["pricing"]},
+            ],
+        }
+    )
+
+
+def test_nested_plans_validate_recursively_and_name_the_path() -> None:
+    plan = nested(max_attempts=5)
+    assert plan.tasks[1].capability == SUBTEAM_CAPABILITY
+    assert [p.team for p in team_tree(plan)] == [PARENT, CHILD]
+    assert team_tree(plan)[1].max_attempts == 5
+    bad = """
+team: acme
+tasks:
+  - {id: a, goal: x}
+  - id: b
+    goal: y
+    team:
+      tasks:
+        - {id: q, goal: g}
+        - {id: r, goal: g, depends_on: [q, zz]}
+"""
+    with pytest.raises(ProtocolError, match=r"tasks\[1\]\.team\.tasks\[1\]\.depends_on"):
+        parse_plan(bad, source="plan.yaml")
+    cycle = bad.replace("depends_on: [q, zz]", "depends_on: [r]")
+    with pytest.raises(ProtocolError, match=r"tasks\[1\]\.team\.tasks\[1\]\.depends_on"):
+        parse_plan(cycle, source="plan.yaml")
+    clash = """
+team: acme
+tasks:
+  - {id: a, goal: x, team: {name: acme/x, tasks: [{id: q, goal: g}]}}
+  - {id: b, goal: y, team: {name: acme/x, tasks: [{id: q, goal: g}]}}
+"""
+    with pytest.raises(ProtocolError, match=r"tasks\[1\]\.team\.name"):
+        parse_plan(clash, source="plan.yaml")
+    deep = (
+        "team: a/b/c/d/e/f/g/h\ntasks:\n  - {id: t, goal: x, team: {tasks: [{id: q, goal: g}]}}\n"
+    )
+    with pytest.raises(ProtocolError, match=r"tasks\[0\]\.team\.name"):
+        parse_plan(deep, source="plan.yaml")
+
+
+def test_child_plan_comes_from_the_register_spec(store: Store) -> None:
+    plan = nested()
+    spec = plan.tasks[1].model_dump(mode="json")
+    child = child_plan(PARENT, "pricing", spec)
+    assert child is not None and child.team == CHILD
+    assert [t.id for t in child.tasks] == ["fetch", "compare"]
+    assert child_plan(PARENT, "scope", plan.tasks[0].model_dump(mode="json")) is None
+
+
+class Tree:
+    """A parent leader, sub-leader candidates and child workers as threads."""
+
+    def __init__(self, store: Store, tmp_path: Path, plan: Plan, sub_leaders: int = 2) -> None:
+        self.store = store
+        self.plan = plan
+        self.executor = Counting()
+        self.stop = threading.Event()
+        self.members: list[Follower] = []
+        for n in range(1, sub_leaders + 1):
+            config = self._config(PARENT, f"sub-{n}", tmp_path)
+            self.members.append(sub_leader(store, config, self.executor, timing=TIMING))
+        for n in range(1, 3):
+            config = self._config(CHILD, f"child-w{n}", tmp_path)
+            self.members.append(Follower(store, config, self.executor))
+        self.threads = [
+            threading.Thread(target=m.run, args=(self.stop,), daemon=True) for m in self.members
+        ]
+        self.leader = Leader(
+            store,
+            LeaderConfig(
+                team=PARENT,
+                member_id="top",
+                timing=TIMING,
+                elect=False,
+                state_dir=tmp_path,
+                poll_interval=0.01,
+                stale_grace=0.5,
+            ),
+            plan,
+        )
+
+    @staticmethod
+    def _config(team: str, member: str, tmp_path: Path) -> FollowerConfig:
+        return FollowerConfig(
+            team=team, member_id=member, state_dir=tmp_path, poll_interval=0.01, member_ttl=2.0
+        )
+
+    def run(self, timeout: float = 30.0) -> str:
+        for thread in self.threads:
+            thread.start()
+        leader_stop = threading.Event()
+        timer = threading.Timer(timeout, leader_stop.set)
+        timer.start()
+        try:
+            return self.leader.run(leader_stop)
+        finally:
+            timer.cancel()
+            self.stop.set()
+            for thread in self.threads:
+                thread.join(timeout=10)
+
+
+def test_a_nested_plan_runs_and_reports_one_rolled_up_result(store: Store, tmp_path: Path) -> None:
+    tree = Tree(store, tmp_path, nested())
+    assert tree.run() == "finished"
+    parent = {t.task_id: t for t in store.tasks(PARENT)}
+    assert {t.state for t in parent.values()} == {"done"}
+    assert {t.state for t in store.tasks(CHILD)} == {"done"}
+    artifact = (parent["pricing"].result or {})["artifact"]
+    assert artifact["team"] == CHILD
+    assert artifact["states"] == {"done": 2}
+    assert artifact["tasks"]["compare"]["artifact"] == {"done": "compare", "deps": ["fetch"]}
+    # the task after the composite one sees the roll-up as its dependency
+    report = (parent["report"].result or {})["artifact"]
+    assert report == {"done": "report", "deps": ["pricing"]}
+    # every child ran exactly once, and only in the child team; the composite task
+    # was never given to the plain executor
+    assert tree.executor.calls == Counter(
+        {f"{PARENT}:scope": 1, f"{PARENT}:report": 1, f"{CHILD}:fetch": 1, f"{CHILD}:compare": 1}
+    )
+    # each team has its own lease and epoch counter
+    assert store.current_epoch(CHILD) >= 1
+    assert store.current_epoch(PARENT) >= 1
+
+
+def test_a_new_sub_leader_adopts_the_child_register(store: Store, tmp_path: Path) -> None:
+    """A child team half run under an earlier sub-leader is adopted, not rerun."""
+    plan = nested()
+    child = child_plan(PARENT, "pricing", plan.tasks[1].model_dump(mode="json"))
+    assert child is not None
+    executor = Counting()
+    worker = Follower(store, Tree._config(CHILD, "child-w0", tmp_path), executor)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    first = Leader(
+        store,
+        LeaderConfig(
+            team=CHILD, member_id="old-sub", timing=TIMING, elect=False, poll_interval=0.01
+        ),
+        child,
+    )
+    first_stop = threading.Event()
+    runner = threading.Thread(target=first.run, args=(first_stop,), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(t.task_id == "fetch" and t.state == "done" for t in store.tasks(CHILD)):
+            break
+        time.sleep(0.01)
+    first_stop.set()
+    runner.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    assert store.get_task(CHILD, "fetch").state == "done"
+    old_epoch = store.current_epoch(CHILD)
+
+    tree = Tree(store, tmp_path, plan)
+    assert tree.run() == "finished"
+    assert {t.state for t in store.tasks(PARENT)} == {"done"}
+    assert f"{CHILD}:fetch" not in tree.executor.calls  # adopted, not run again
+    assert tree.executor.calls[f"{CHILD}:compare"] <= 1
+    assert store.current_epoch(CHILD) > old_epoch
