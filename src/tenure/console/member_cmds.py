@@ -21,7 +21,7 @@ from tenure.console.processes import stop_on_signals
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.protocol import new_id
-from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
+from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, subteam
 from tenure.roles.queue import QueueWorker
 from tenure.store import open_store
 
@@ -122,6 +122,14 @@ def worker(
     duplicate_results: Annotated[
         bool, typer.Option(help="Fault injection: send every result twice.")
     ] = False,
+    sub_leader: Annotated[
+        bool,
+        typer.Option(
+            "--sub-leader",
+            help="Also lead the nested team of any composite task this member is given "
+            "(offers the 'subteam' capability; the nested lease TTL is --member-ttl).",
+        ),
+    ] = False,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
 
@@ -154,4 +162,8 @@ def worker(
             workdir=workdir,
             duplicate_results=duplicate_results,
         )
+        if sub_leader:
+            timing = LeaseTiming(ttl=member_ttl)
+            subteam.sub_leader(opened, config, chosen, timing=timing).run(stop)
+            return
         Follower(opened, config, chosen).run(stop)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
 from rich.live import Live
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
@@ -23,9 +24,11 @@ from tenure.console.model_cmds import (
 )
 from tenure.console.processes import spawn, stop_all
 from tenure.console.state_cmds import team_table
+from tenure.console.tree import team_tree_table
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.protocol import Plan
+from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Leader, LeaderConfig
 from tenure.roles.local import LocalTeam
 from tenure.roles.queue import enqueue_plan
@@ -93,6 +96,8 @@ def run(
         )
     assert found is not None
     loaded = found
+    if mode is not Mode.team and len(team_tree(loaded)) > 1:
+        raise fail("a plan with nested teams runs in --mode team (sub-leaders are processes)")
     preflight(executor, loaded)  # the plan's own executors, and its cost budgets
     started = time.monotonic()
     with open_store(url) as opened:
@@ -127,29 +132,20 @@ def _run_processes(
     workdir: Path | None,
     splitter: Any = None,
 ) -> None:
-    common = [
-        "--store",
-        url,
-        "--team",
-        plan.team,
-        "--exec",
-        executor,
-        "--state-dir",
-        str(state_dir),
-    ]
-    if workdir is not None:
-        common += ["--workdir", str(workdir)]
-    # every worker runs the same executor, so each takes every capability the plan asks
-    for capability in sorted({t.capability for t in plan.tasks if t.capability}):
-        common += ["--capability", capability]
-    extra = ["--queue"] if mode is Mode.queue else []
     if mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
         longest = max(t.deadline_seconds for t in plan.tasks)
-        extra += ["--visibility", f"{longest + 5:g}"]
-    procs = [
-        spawn(["worker", *common, "--id", f"worker-{n}", *extra]) for n in range(1, workers + 1)
-    ]
+        extra = ["--queue", "--visibility", f"{longest + 5:g}"]
+    else:
+        extra = []
+    procs = []
+    for each in team_tree(plan):  # a nested plan: workers for every team of the tree
+        common = team_worker_args(each, url, executor, state_dir, workdir)
+        prefix = "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
+        procs += [
+            spawn(["worker", *common, "--id", f"{prefix}{n}", *extra])
+            for n in range(1, workers + 1)
+        ]
     try:
         if mode is Mode.queue:
             enqueue_plan(store, plan)
@@ -171,6 +167,23 @@ def _run_processes(
         stop_all(procs)
 
 
+def team_worker_args(
+    plan: Plan, url: str, executor: str, state_dir: Path, workdir: Path | None
+) -> list[str]:
+    """``tenure worker`` options for one team of a (possibly nested) plan."""
+    args = ["--store", url, "--team", plan.team, "--exec", executor]
+    args += ["--state-dir", str(state_dir)]
+    if workdir is not None:
+        args += ["--workdir", str(workdir)]
+    # every worker runs the same executor, so each takes every capability the plan asks
+    needed = {t.capability for t in plan.tasks if t.capability}
+    for capability in sorted(needed - {SUBTEAM_CAPABILITY}):
+        args += ["--capability", capability]
+    if any(t.team is not None for t in plan.tasks):
+        args.append("--sub-leader")  # composite tasks: these members lead the nested teams
+    return args
+
+
 def _wait_settled(store: Store, plan: Plan, stop: threading.Event) -> str:
     while not stop.is_set():
         if all(t.state not in ("queued", "running", "review") for t in store.tasks(plan.team)):
@@ -185,16 +198,22 @@ def _watch(store: Store, plan: Plan, body: object) -> None:
     worker = threading.Thread(target=body, args=(stop,), daemon=True)  # type: ignore[arg-type]
     worker.start()
     try:
-        with Live(
-            team_table(store, plan.team), console=out, refresh_per_second=4, transient=False
-        ) as live:
+        with Live(_view(store, plan), console=out, refresh_per_second=4, transient=False) as live:
             while worker.is_alive():
                 worker.join(timeout=0.25)
-                live.update(team_table(store, plan.team))
+                live.update(_view(store, plan))
     except KeyboardInterrupt:
         stop.set()
         worker.join(timeout=10)
         raise
+
+
+def _view(store: Store, plan: Plan) -> RenderableType:
+    """The team's table; a nested plan's tree of teams above it."""
+    teams = [each.team for each in team_tree(plan)]
+    if len(teams) == 1:
+        return team_table(store, plan.team)
+    return Group(team_tree_table(store, teams), team_table(store, plan.team))
 
 
 def _summary(store: Store, plan: Plan, elapsed: float) -> int:

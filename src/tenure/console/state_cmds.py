@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.tree import subtree, team_tree_table
 from tenure.roles import budget
 from tenure.store import Store, TaskRecord, open_store
 
@@ -119,16 +120,20 @@ def _reason(task: TaskRecord, states: dict[str, str]) -> str:
 @app.command()
 def status(
     store: StoreOption = None,
-    team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team.")] = None,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="Only this team and the teams nested in it.")
+    ] = None,
 ) -> None:
-    """Show each team's leader, epoch, members and task register.
+    """Show the tree of teams, then each team's leader, epoch, members and task register.
 
-    Example: `tenure status --store sqlite:///.tenure/state.db`
+    Example: `tenure status --store sqlite:///.tenure/state.db --team acme/research`
     """
     with open_store(store_url(store)) as opened:
-        teams = [team] if team else opened.teams()
+        teams = subtree(opened.teams(), team)
         if not teams:
             out.print("no teams in this store yet; start one with [bold]tenure run PLAN[/]")
+        if len(teams) > 1:
+            out.print(team_tree_table(opened, teams))
         for name in teams:
             out.print(team_table(opened, name))
 
