@@ -44,16 +44,19 @@ def code(
     leader = CodingLeader(
         CodingConfig(repo=repo.resolve(), plan=plan, agent=cli, workers=workers, run_id=run_id)
     )
-    out.print(f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}")
+    out.print(
+        f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}",
+        soft_wrap=True,
+    )
     outcome = leader.run()
     for task_id, state in outcome.states.items():
-        out.print(f"  {task_id:<24} {state}")
-    out.print(f"integration branch: {outcome.integration_branch}")
-    out.print(f"files: {outcome.integration_worktree}/.tenure/runs/{outcome.run}/")
+        out.print(f"  {task_id:<24} {state}", soft_wrap=True)
+    out.print(f"integration branch: {outcome.integration_branch}", soft_wrap=True)
+    out.print(f"files: {outcome.integration_worktree}/.tenure/runs/{outcome.run}/", soft_wrap=True)
     if not outcome.done:
         raise fail(f"run {outcome.run} not done: {outcome.reason}")
-    out.print(f"[green]done[/]: {escape(outcome.reason)}")
-    out.print(f"merge it: git -C {leader.root} merge {outcome.integration_branch}")
+    out.print(f"[green]done[/]: {escape(outcome.reason)}", soft_wrap=True)
+    out.print(f"merge it: git -C {leader.root} merge {outcome.integration_branch}", soft_wrap=True)
 
 
 @app.command("gc")
@@ -70,16 +73,16 @@ def gc(
     root = git.repo_root(repo.resolve())
     items = plan_cleanup(root, keep)
     if not items:
-        out.print("nothing to clean")
+        out.print("nothing to clean", soft_wrap=True)
         return
     for item in items:
         verb = ("remove" if yes else "would remove") if item.removable else "keep"
         where = f" ({item.path})" if item.path else ""
-        out.print(f"{verb:<13} {item.branch}{escape(where)}: {escape(item.reason)}")
+        out.print(f"{verb:<13} {item.branch}{escape(where)}: {escape(item.reason)}", soft_wrap=True)
     if yes:
         # task branches first: an integration branch goes last
         for item in sorted(items, key=lambda i: i.branch.endswith("/integration")):
             if item.removable:
                 remove(root, item)
     elif any(i.removable for i in items):
-        out.print("run again with --yes to remove the merged ones")
+        out.print("run again with --yes to remove the merged ones", soft_wrap=True)

@@ -1,0 +1,3 @@
+def word_count(text: str) -> int:
+    """Words separated by any whitespace."""
+    return len(text.split())

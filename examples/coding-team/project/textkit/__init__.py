@@ -1,0 +1,1 @@
+"""A tiny text toolkit with three bugs, one per module."""

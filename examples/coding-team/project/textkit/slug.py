@@ -1,0 +1,3 @@
+def slugify(text: str) -> str:
+    """'Hello, World!' -> 'hello-world'"""
+    return text.replace(" ", "-")

@@ -1,0 +1,75 @@
+"""Run the coding-team example: copy project/ into a fresh git repository, then let
+`tenure code` fix its three failing tests in parallel.
+
+    python examples/coding-team/run.py                    # scripted agents, no API key
+    python examples/coding-team/run.py --agent claude     # the same plan with Claude Code
+    python examples/coding-team/run.py --dir /tmp/textkit --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(target: Path) -> Path:
+    shutil.copytree(HERE / "project", target, ignore=shutil.ignore_patterns("__pycache__"))
+    git(target, "init", "-q", "-b", "main")
+    git(target, "-c", "user.name=example", "-c", "user.email=example@localhost", "add", "-A")
+    git(
+        target,
+        "-c",
+        "user.name=example",
+        "-c",
+        "user.email=example@localhost",
+        "commit",
+        "-q",
+        "-m",
+        "textkit with three failing tests",
+    )
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="scripted", help="scripted, claude, codex, aider, ...")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--dir", type=Path, help="where to create the repository")
+    args = parser.parse_args()
+    target = args.dir or Path(tempfile.mkdtemp(prefix="tenure-coding-")) / "textkit"
+    repo = make_repo(target)
+    failing = subprocess.run(
+        [sys.executable, "-m", "unittest", "-q"], cwd=repo, capture_output=True, text=True
+    )
+    print(f"repository {repo}: tests fail before the run ({failing.stderr.splitlines()[-1]})")
+    agent = args.agent
+    if agent == "scripted":
+        agent = (
+            f"script:{sys.executable} {HERE / 'scripted_agent.py'} {{task_file}} {{result_file}}"
+        )
+    argv = [
+        sys.executable, "-m", "tenure", "code", str(HERE / "plan.yaml"),
+        "--repo", str(repo), "--agent", agent, "--workers", str(args.workers), "--run", "demo",
+    ]  # fmt: skip
+    code = subprocess.run(argv).returncode
+    if code == 0:
+        git(repo, "merge", "-q", "--no-edit", "tenure/demo/integration")
+        ok = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=repo).returncode == 0
+        print(f"merged into main; the whole suite {'passes' if ok else 'FAILS'}")
+        print(f"read the run: cat {repo}/.tenure/runs/demo/status.yml; git -C {repo} log --graph")
+        return 0 if ok else 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
