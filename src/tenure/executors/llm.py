@@ -18,157 +18,65 @@ Every call is recorded (``model.call`` events through the task context) and the
 totals travel in ``result.usage``. An envelope's ``budget`` (what the task and
 the team have left) is enforced between calls and caps each call's
 ``max_tokens``: running out stops the attempt with a ``budget exceeded`` reason.
+
+This module holds the executor and its attempt loop; the prompt is in ``llm_prompt``,
+the answer's schema and validation in ``llm_answer``, the budget meter in
+``llm_budget`` and the materials and scope in ``llm_materials``. Their public names
+are re-exported here.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import math
-import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from tenure.executors.base import TaskContext, make_result
-from tenure.models import ChatMessage, Completion, Model, ModelError, Price, default_prices
+from tenure.executors.llm_answer import (
+    FINAL_STATUSES,
+    InvalidAnswer,
+    result_schema,
+    validate_answer,
+)
+from tenure.executors.llm_budget import BUDGET_PREFIX, BudgetStop, Meter, estimate_tokens, price_of
+from tenure.executors.llm_materials import (
+    MATERIAL_LIMIT,
+    SKIP_INPUT_KEYS,
+    Material,
+    in_scope,
+    read_materials,
+)
+from tenure.executors.llm_prompt import (
+    WORKER_SYSTEM,
+    checkin_message,
+    render_envelope,
+    repair_message,
+)
+from tenure.models import ChatMessage, Completion, Model, ModelError
 from tenure.models.select import open_model
-from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult
-from tenure.protocol.envelope import Budget, CommandCheck, EvidenceCheck, SchemaCheck
+from tenure.protocol import TaskEnvelope, TaskResult
 
-FINAL_STATUSES = ("completed", "blocked", "refused", "failed")
-MATERIAL_LIMIT = 20_000  # characters of one file shown to the model
-BUDGET_PREFIX = "budget exceeded"
-SKIP_INPUT_KEYS = ("from_dependencies", "operator_answers")
-
-WORKER_SYSTEM = """\
-You are a worker on a Tenure team. You do exactly one task and report on it honestly.
-- Meet every acceptance criterion. They come first because they decide whether your work is accepted.
-- Use only the input and the materials you are given. A value you cannot find is null: never estimate or invent one.
-- Give each value you report a source in "evidence": {"source": <material name>, "field": <artifact field>}.
-- If you cannot go on without information you do not have, answer status "blocked" with a "question".
-- If the task asks for something you must not do, answer status "refused" and say why in notes.uncertain.
-- If you tried and could not do it, answer status "failed" and say why in notes.uncertain.
-- Never claim in notes.verified that you checked something you did not check.
-Reply with one JSON object in the output schema and nothing else."""
-
-
-@dataclass
-class Material:
-    """A file named in the input, read for the model."""
-
-    name: str
-    path: Path
-    text: str
-    read_at: datetime
-
-
-@dataclass
-class Meter:
-    """What this attempt has spent so far, against the envelope's budget."""
-
-    budget: Budget | None
-    price: Price | None
-    started: float = field(default_factory=time.monotonic)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    calls: int = 0
-    unpriced: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def add(self, completion: Completion) -> None:
-        self.input_tokens += completion.usage.input_tokens
-        self.output_tokens += completion.usage.output_tokens
-        self.cost_usd += completion.usage.cost_usd
-        self.calls += 1
-        self.unpriced += 0 if completion.priced else 1
-
-    def allowance(self, messages: list[ChatMessage], wanted: int | None) -> int | None:
-        """``max_tokens`` for the next call within the budget; BudgetStop if none is left."""
-        budget = self.budget
-        if budget is None:
-            return wanted
-        prompt = estimate_tokens(messages)
-        limit = wanted if wanted is not None else math.inf
-        if budget.wall_seconds is not None:
-            elapsed = time.monotonic() - self.started
-            if elapsed >= budget.wall_seconds:
-                raise BudgetStop(
-                    f"wall time: {elapsed:.1f}s used of the {budget.wall_seconds:g}s left"
-                )
-        if budget.tokens is not None:
-            left = budget.tokens - self.tokens - prompt
-            if left <= 0:
-                raise BudgetStop(
-                    f"tokens: the next call needs ~{prompt} prompt tokens, "
-                    f"{budget.tokens - self.tokens} of the {budget.tokens} left"
-                )
-            limit = min(limit, left)
-        if budget.cost_usd is not None:
-            if self.price is None:
-                raise BudgetStop(
-                    "cost: a cost budget is set but the price table has no price for this "
-                    "model; add it (TENURE_PRICES) or drop the cost limit"
-                )
-            left_usd = budget.cost_usd - self.cost_usd - prompt * self.price.input_per_mtok / 1e6
-            if left_usd <= 0:
-                raise BudgetStop(
-                    f"cost: ${self.cost_usd:.4f} spent of the ${budget.cost_usd:g} left"
-                )
-            if self.price.output_per_mtok > 0:
-                limit = min(limit, int(left_usd / self.price.output_per_mtok * 1e6))
-        if limit == math.inf:
-            return None
-        return max(1, int(limit))
-
-    def overrun(self) -> str | None:
-        budget = self.budget
-        if budget is None:
-            return None
-        if budget.tokens is not None and self.tokens > budget.tokens:
-            return f"tokens: {self.tokens} used of the {budget.tokens} left"
-        if budget.cost_usd is not None and self.cost_usd > budget.cost_usd:
-            return f"cost: ${self.cost_usd:.4f} spent of the ${budget.cost_usd:g} left"
-        return None
-
-    def spend(self, model: Model) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": round(self.cost_usd, 8),
-            "calls": self.calls,
-            "unpriced": self.unpriced,
-            "model": f"{model.provider}:{model.name}",
-        }
-
-
-class BudgetStop(Exception):
-    """The envelope's budget leaves no room for the next call."""
-
-
-class InvalidAnswer(ValueError):
-    """The model's answer is not a valid result; the message says why, for the repair."""
-
-
-def estimate_tokens(messages: list[ChatMessage]) -> int:
-    """A conservative prompt size: about four characters a token."""
-    return sum(len(m.content) for m in messages) // 4 + 4 * len(messages)
-
-
-def price_of(model: Model) -> Price | None:
-    own = getattr(model, "price", None)
-    if isinstance(own, Price):
-        return own
-    table = getattr(model, "prices", None) or default_prices()
-    price: Price | None = table.price(model.provider, model.name)
-    return price
+__all__ = [
+    "BUDGET_PREFIX",
+    "FINAL_STATUSES",
+    "MATERIAL_LIMIT",
+    "SKIP_INPUT_KEYS",
+    "WORKER_SYSTEM",
+    "BudgetStop",
+    "InvalidAnswer",
+    "LLMExecutor",
+    "Material",
+    "Meter",
+    "checkin_message",
+    "estimate_tokens",
+    "in_scope",
+    "price_of",
+    "read_materials",
+    "render_envelope",
+    "repair_message",
+    "result_schema",
+    "validate_answer",
+]
 
 
 class LLMExecutor:
@@ -388,238 +296,3 @@ class _Attempt:
                 usage=self.meter.spend(self.model),
             )
         return self._failed(f"model call failed ({exc.kind}): {exc}")
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-
-def render_envelope(
-    envelope: TaskEnvelope, materials: dict[str, Material] | None = None, *, turns: int = 1
-) -> str:
-    """The envelope as the model reads it: criteria first, output schema last."""
-    parts = ["## Acceptance criteria (your work is judged by these)"]
-    parts += _criteria(envelope)
-    checks = [_describe_check(c) for c in envelope.checks]
-    if envelope.output_schema is not None and not any(
-        isinstance(c, SchemaCheck) for c in envelope.checks
-    ):
-        checks.append("schema: the artifact must match the output schema below")
-    if checks:
-        parts += ["", "## Checks the leader runs on your result", *[f"- {c}" for c in checks]]
-    parts += ["", "## Goal", envelope.goal]
-    shown_input = {k: v for k, v in envelope.input.items() if k not in SKIP_INPUT_KEYS}
-    if shown_input:
-        parts += ["", "## Input", _json_block(shown_input)]
-    deps = envelope.input.get("from_dependencies")
-    if deps:
-        parts += ["", "## Results of the tasks this one depends on", _json_block(deps)]
-    answers = envelope.input.get("operator_answers")
-    if answers:
-        parts += ["", "## Answers from the operator", _json_block(answers)]
-    if materials:
-        parts += ["", "## Materials (files named in the input, read for you)"]
-        for material in materials.values():
-            parts += [
-                f"### {material.name} (read {material.read_at.isoformat(timespec='seconds')})",
-                "```",
-                material.text,
-                "```",
-            ]
-    if envelope.scope:
-        parts += ["", "## Scope (the only things you may change)"]
-        parts += [f"- {item}" for item in envelope.scope]
-    if envelope.history:
-        parts += ["", "## Earlier attempts that failed (do not repeat these mistakes)"]
-        parts += [f"- attempt {h.attempt} ({h.status}): {h.failure}" for h in envelope.history]
-    parts += ["", "## Output", "Reply with one JSON object in this schema:"]
-    parts.append(_json_block(result_schema(envelope, more_turns=turns > 1)))
-    if turns > 1:
-        parts.append(
-            f'You have up to {turns} turns. Answer status "continue" with a short "progress" '
-            "note to take another turn; the last turn must give a final status."
-        )
-    return "\n".join(parts)
-
-
-def checkin_message(envelope: TaskEnvelope, turn: int, turns: int) -> str:
-    """The check-in between turns: the criteria restated, every time."""
-    last = turn >= turns
-    return "\n".join(
-        [
-            f"Check-in: turn {turn} of {turns}. The acceptance criteria, restated:",
-            *_criteria(envelope),
-            f"Goal: {envelope.goal}",
-            "This is your last turn: give a final status (completed, blocked, refused or failed)."
-            if last
-            else 'Continue. Reply with the next JSON object ("continue" or a final status).',
-        ]
-    )
-
-
-def repair_message(error: str) -> str:
-    return (
-        f"Your reply was not a valid result: {error}\n"
-        "Reply again with only the corrected JSON object, in the output schema."
-    )
-
-
-def _criteria(envelope: TaskEnvelope) -> list[str]:
-    if not envelope.acceptance_criteria:
-        return ["(none stated beyond the goal)"]
-    return [f"{n}. {text}" for n, text in enumerate(envelope.acceptance_criteria, 1)]
-
-
-def _describe_check(check: Any) -> str:
-    if isinstance(check, SchemaCheck):
-        return "schema: the artifact must match the output schema below"
-    if isinstance(check, EvidenceCheck):
-        age = f" retrieved within {check.max_age_seconds:g}s" if check.max_age_seconds else ""
-        return f"evidence: every known value needs a cited source{age}; unknown values are null"
-    if isinstance(check, CommandCheck):
-        return f"command: the leader runs `{check.run}` and expects exit {check.expect_exit}"
-    return f"{check.kind}: see the criteria"
-
-
-def _json_block(value: Any) -> str:
-    return "```json\n" + json.dumps(value, indent=2, default=str) + "\n```"
-
-
-# --- the answer ----------------------------------------------------------------------------
-
-
-def result_schema(
-    envelope: TaskEnvelope, *, more_turns: bool = False, with_artifact: bool = True
-) -> dict[str, Any]:
-    """The JSON Schema of the model's answer (structured output and validation).
-
-    ``with_artifact=False`` leaves the artifact open: validation checks it against the
-    task's output schema separately, only when the status is ``completed``."""
-    statuses = [*FINAL_STATUSES, "continue"] if more_turns else list(FINAL_STATUSES)
-    strings = {"type": "array", "items": {"type": "string"}}
-    artifact: dict[str, Any] = (
-        {"anyOf": [envelope.output_schema, {"type": "null"}]}
-        if envelope.output_schema is not None and with_artifact
-        else {}
-    )
-    properties: dict[str, Any] = {
-        "status": {"type": "string", "enum": statuses},
-        "artifact": artifact,
-        "notes": {
-            "type": "object",
-            "properties": {"changed": strings, "verified": strings, "uncertain": strings},
-            "additionalProperties": False,
-        },
-        "evidence": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["source"],
-                "properties": {
-                    "source": {"type": "string"},
-                    "field": {"type": ["string", "null"]},
-                },
-                "additionalProperties": False,
-            },
-        },
-        "question": {"type": ["string", "null"]},
-        "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-    }
-    if more_turns:
-        properties["progress"] = {"type": "string"}
-    return {
-        "type": "object",
-        "required": ["status"],
-        "properties": properties,
-        "additionalProperties": False,
-    }
-
-
-def validate_answer(
-    text: str, envelope: TaskEnvelope, *, more_turns: bool = False
-) -> dict[str, Any]:
-    """The model's answer as a dict, or InvalidAnswer saying exactly what is wrong."""
-    try:
-        value = Completion(text).json()
-    except ValueError as exc:
-        raise InvalidAnswer(f"it is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise InvalidAnswer(f"it is a JSON {type(value).__name__}, not an object")
-    _validate(value, result_schema(envelope, more_turns=more_turns, with_artifact=False), "")
-    status = value["status"]
-    if status == "completed" and envelope.output_schema is not None:
-        _validate(value.get("artifact"), envelope.output_schema, "/artifact")
-    if status == "blocked" and not value.get("question"):
-        raise InvalidAnswer('status "blocked" needs a "question" saying what you need')
-    if status in ("refused", "failed") and not (value.get("notes") or {}).get("uncertain"):
-        raise InvalidAnswer(f'status "{status}" needs the reason in notes.uncertain')
-    if status != "continue":
-        try:
-            probe = {k: v for k, v in value.items() if k not in ("evidence", "progress")}
-            TaskResult.model_validate(
-                {
-                    **probe,
-                    "task_id": envelope.task_id,
-                    "idempotency_key": envelope.idempotency_key,
-                    "epoch": envelope.epoch,
-                }
-            )
-        except (ProtocolError, ValueError) as exc:
-            raise InvalidAnswer(str(exc).splitlines()[0]) from None
-    return value
-
-
-def _validate(value: Any, schema: dict[str, Any], prefix: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        where = prefix + "".join(f"/{p}" for p in first.absolute_path) or "(the answer)"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise InvalidAnswer(f"at {where}: {first.message}{more}")
-
-
-# --- materials and scope -------------------------------------------------------------------
-
-
-def read_materials(
-    envelope: TaskEnvelope, workdir: Path | None, limit: int = MATERIAL_LIMIT
-) -> dict[str, Material]:
-    """Files the input names (relative paths inside the workdir), read now; the task's own
-    ``output_file`` is what it writes, not what it reads."""
-    root = (workdir or Path(".")).resolve()
-    out: dict[str, Material] = {}
-    named = {k: v for k, v in envelope.input.items() if k not in (*SKIP_INPUT_KEYS, "output_file")}
-    for name in _strings(named):
-        if name in out or "://" in name or len(name) > 500 or "\n" in name:
-            continue
-        path = (root / name).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if len(text) > limit:
-            text = text[:limit] + f"\n[... cut at {limit} characters]"
-        out[name] = Material(name, path, text, datetime.now(UTC))
-    return out
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for item in value.values() for s in _strings(item)]
-    if isinstance(value, list):
-        return [s for item in value for s in _strings(item)]
-    return []
-
-
-def in_scope(path: str, scope: list[str]) -> bool:
-    """True if ``path`` is a scope entry, lies under a directory entry, or matches a glob."""
-    clean = path.strip("/")
-    for entry in scope:
-        item = entry.strip("/")
-        if clean == item or clean.startswith(f"{item}/") or fnmatch.fnmatch(clean, item):
-            return True
-    return False
