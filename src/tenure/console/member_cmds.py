@@ -84,6 +84,7 @@ def leader(
         exit_when_done=not keep_running,
         duplicate_assignments=duplicate_assignments,
         stale_grace=ttl,
+        member_ttl=ttl,  # a dead leader must not outlive its lease in the election ranks
         splitter=splitter,
     )
     stop = threading.Event()

@@ -159,6 +159,7 @@ def _run_processes(
                 state_dir=state_dir,
                 workdir=workdir,
                 stale_grace=ttl,
+                member_ttl=ttl,
                 splitter=splitter,
             )
             leader = Leader(store, config, plan)

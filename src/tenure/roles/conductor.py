@@ -56,6 +56,7 @@ class Conductor:
         self.epoch = epoch
         self.stale_grace = stale_grace
         self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
+        self._idle_view: list[TaskRecord] | None = None
         self.reviewer = Reviewer(
             store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter, trust=trust
         )
@@ -104,9 +105,13 @@ class Conductor:
         """One round of results, supervision and dispatch; True if anything happened."""
         self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
-        busy |= self.supervise()
-        busy |= quorum.tick(self)  # quorum tasks: rounds of independent voters
-        busy |= self.dispatch()
+        tasks = self.store.tasks(self.team)  # one read of the register per round
+        if self.supervise(tasks):
+            busy, tasks = True, self.store.tasks(self.team)
+        if any(quorum.held_back(t) for t in tasks) and quorum.tick(self):
+            busy, tasks = True, self.store.tasks(self.team)
+        busy |= self.dispatch(tasks)
+        self._idle_view = None if busy else tasks
         return busy
 
     def drain(self, batch: int = 32) -> bool:
@@ -140,11 +145,11 @@ class Conductor:
                 },
             )
 
-    def supervise(self) -> bool:
+    def supervise(self, tasks: list[TaskRecord] | None = None) -> bool:
         """Requeue attempts whose worker went silent or whose deadline passed."""
         self._check_members_epochs()
         now, live, acted = self.store.now(), self._workers(), False
-        for task in self.store.tasks(self.team):
+        for task in self.store.tasks(self.team) if tasks is None else tasks:
             if task.state not in ("queued", "running") or not task.assignee:
                 continue
             deadline = task.spec.get("deadline_seconds", 300.0) + self.stale_grace
@@ -167,8 +172,9 @@ class Conductor:
         if highest > epoch:
             raise StaleEpoch(self.team, epoch, highest)
 
-    def dispatch(self) -> bool:
-        tasks = self.store.tasks(self.team)
+    def dispatch(self, tasks: list[TaskRecord] | None = None) -> bool:
+        if tasks is None:
+            tasks = self.store.tasks(self.team)
         settled = settle_splits(self.store, self.team, self.reviewer, tasks)
         if settled:  # a split parent finished or stopped: read the register again
             tasks = self.store.tasks(self.team)
@@ -216,7 +222,8 @@ class Conductor:
     def finished(self) -> bool:
         """True when no task can make progress without a person: each one is settled,
         or queued behind a dependency that is itself waiting for a person."""
-        tasks = self.store.tasks(self.team)
+        # the register as the last round saw it, when that round changed nothing
+        tasks = self._idle_view if self._idle_view is not None else self.store.tasks(self.team)
         stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
         grew = True
         while grew:
