@@ -29,7 +29,7 @@ class FollowerConfig:
     priority: int = 0
     capabilities: tuple[str, ...] = ()
     member_ttl: float = 3.0
-    poll_interval: float = 0.05
+    poll_interval: float = 0.02
     visibility_timeout: float = 30.0
     checkin_interval: float = 5.0
     state_dir: Path | None = None

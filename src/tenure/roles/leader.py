@@ -27,7 +27,7 @@ class LeaderConfig:
     priority: int = 0
     timing: LeaseTiming = field(default_factory=LeaseTiming)
     election_backoff: float = 0.5
-    poll_interval: float = 0.05
+    poll_interval: float = 0.02
     member_ttl: float = 3.0
     stale_grace: float = 2.0
     state_dir: Path | None = None

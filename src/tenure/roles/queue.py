@@ -75,7 +75,7 @@ class QueueWorker:
     """Keep it above the longest task deadline: a claim lasts for the attempt's
     deadline, so a message that reappears sooner finds a live worker's claim and
     counts a delivery toward dead-lettering for nothing."""
-    poll_interval: float = 0.05
+    poll_interval: float = 0.02
     workdir: Path | None = None
 
     def __post_init__(self) -> None:
