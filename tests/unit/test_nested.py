@@ -4,6 +4,9 @@ sub-leader whose attempt was superseded."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -18,7 +21,7 @@ from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
 from tenure.roles.subteam import child_plan, sub_leader
-from tenure.store import Store
+from tenure.store import Store, open_store
 
 PARENT = "acme/research"
 CHILD = "acme/research/pricing"
@@ -221,3 +224,64 @@ def test_a_new_sub_leader_adopts_the_child_register(store: Store, tmp_path: Path
     assert f"{CHILD}:fetch" not in tree.executor.calls  # adopted, not run again
     assert tree.executor.calls[f"{CHILD}:compare"] <= 1
     assert store.current_epoch(CHILD) > old_epoch
+
+
+NESTED_PLAN = """
+team: acme/research
+tasks:
+  - {id: scope, goal: List the vendors.}
+  - id: pricing
+    goal: Price every vendor.
+    depends_on: [scope]
+    deadline_seconds: 60
+    team:
+      tasks:
+        - {id: fetch, goal: Fetch the pages.}
+        - {id: compare, goal: Compare the prices., depends_on: [fetch]}
+  - {id: report, goal: Write the report., depends_on: [pricing]}
+"""
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+    env.pop("TENURE_STORE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tenure", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_nested_plan_runs_from_the_cli_and_status_shows_the_tree(
+    store_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "plan.yaml").write_text(NESTED_PLAN)
+    result = cli(tmp_path, "run", "plan.yaml", "--store", store_url, "--workers", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "acme/research: 3 done" in result.stdout
+    with open_store(store_url) as store:
+        assert {t.task_id: t.state for t in store.tasks(CHILD)} == {
+            "fetch": "done",
+            "compare": "done",
+        }
+    status = cli(tmp_path, "status", "--store", store_url)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    [root] = [line for line in lines if "│ acme/research " in line]
+    [child] = [line for line in lines if "│   pricing " in line]
+    assert "3 done" in root and "2 done" in child
+    only = cli(tmp_path, "status", "--store", store_url, "--team", CHILD)
+    assert "team acme/research/pricing" in only.stdout
+    assert "team acme/research —" not in only.stdout
+
+
+def test_local_and_queue_modes_refuse_a_nested_plan(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(NESTED_PLAN)
+    for mode in ("local", "queue"):
+        result = cli(tmp_path, "run", "plan.yaml", "--mode", mode)
+        assert result.returncode != 0
+        assert "--mode team" in result.stdout + result.stderr
