@@ -1,12 +1,20 @@
-"""What both adapters share: lazy SDK import, error mapping, usage and cost."""
+"""What both adapters share: lazy SDK import, error mapping, usage and cost.
+
+:class:`SDKModel` is the part of an adapter that does not depend on the wire
+format (the client, its URL, errors, a dropped stream, the completion with its
+usage), so each adapter holds only how it builds a request and reads an answer.
+"""
 
 from __future__ import annotations
 
 import importlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
-from tenure.models.base import ChatMessage, Usage
+from tenure.models.base import ChatMessage, Completion, Usage
 from tenure.models.errors import ModelError
 from tenure.models.pricing import PriceTable, default_prices
 from tenure.protocol.errors import ConfigError
@@ -100,3 +108,113 @@ def usage_of(
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class SDKOptions(TypedDict, total=False):
+    """The constructor options every SDK adapter takes (see :class:`SDKModel`)."""
+
+    base_url: str | None
+    api_key: str | None
+    timeout: float
+    max_retries: int
+    stream: bool
+    prices: PriceTable | None
+    provider: str | None
+
+
+class SDKModel:
+    """A model behind an official SDK; subclasses build the request and read the answer."""
+
+    package = ""  # the SDK's import name, which is also the pip extra
+    client_class = ""  # the SDK's client class
+    default_provider = ""
+    default_url = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        stream: bool = False,
+        prices: PriceTable | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.sdk = import_sdk(self.package, self.package)
+        self.name = model
+        self.provider = provider if provider is not None else self.default_provider
+        self.base_url = base_url
+        self.stream = stream
+        self.prices = prices
+        self.client: Any = getattr(self.sdk, self.client_class)(
+            api_key=api_key or "not-needed",  # local servers ignore it; the SDK wants one
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    @property
+    def url(self) -> str:
+        return self.base_url or self.default_url
+
+    @contextmanager
+    def sdk_errors(self) -> Iterator[None]:
+        """What the SDK raises after its own retries, as a ModelError."""
+        try:
+            yield
+        except ModelError:
+            raise
+        except self.sdk.APIError as exc:
+            raise translate_error(self.sdk, exc, self.provider, self.name, self.url) from None
+
+    @contextmanager
+    def reading(self, stream: Any) -> Iterator[None]:
+        """Reading ``stream``: a dropped connection is ``cut_short``; the stream is closed."""
+        try:
+            yield
+        except self.sdk.APIError:
+            raise
+        except Exception as exc:  # the connection dropped mid-stream (httpx errors)
+            raise self.cut_short(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def cut_short(self, why: str) -> ModelError:
+        return ModelError(
+            f"the stream was cut short: {why}",
+            kind="cut_short",
+            provider=self.provider,
+            model=self.name,
+        )
+
+    def completion(
+        self,
+        messages: list[ChatMessage],
+        text: str,
+        tokens: tuple[Any, Any],
+        *,
+        refusal: str | None,
+        finish: str,
+        started: float,
+    ) -> Completion:
+        """The answer with its usage and cost, timed from ``started`` (``time.monotonic``)."""
+        usage, priced = usage_of(
+            self.prices, self.provider, self.name, tokens[0], tokens[1], messages, text
+        )
+        return Completion(
+            text,
+            usage,
+            self.name,
+            self.provider,
+            refusal=refusal,
+            finish_reason=finish,
+            seconds=time.monotonic() - started,
+            priced=priced,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.provider}:{self.name} at {self.url})"

@@ -10,50 +10,32 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Unpack
 
-from tenure.models._sdk import as_int, import_sdk, translate_error, usage_of
+from tenure.models._sdk import SDKModel, SDKOptions, as_int
 from tenure.models.base import ChatMessage, Completion
-from tenure.models.errors import ModelError
 from tenure.models.guard import check_request
-from tenure.models.pricing import PriceTable
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 TOOL = "answer"
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel):
+    package = "anthropic"
+    client_class = "Anthropic"
+    default_provider = "anthropic"
+    default_url = ANTHROPIC_URL
+
     def __init__(
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 3,
-        stream: bool = False,
-        prices: PriceTable | None = None,
-        provider: str = "anthropic",
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        **options: Unpack[SDKOptions],
     ) -> None:
-        self.sdk = import_sdk("anthropic", "anthropic")
-        self.name = model
-        self.provider = provider
-        self.base_url = base_url
-        self.stream = stream
-        self.prices = prices
+        super().__init__(model, **options)
         self.default_max_tokens = default_max_tokens
-        self.client: Any = self.sdk.Anthropic(
-            api_key=api_key or "not-needed",
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-        )
-
-    @property
-    def url(self) -> str:
-        return self.base_url or ANTHROPIC_URL
 
     def complete(
         self,
@@ -89,31 +71,17 @@ class AnthropicModel:
             ]
             kwargs["tool_choice"] = {"type": "tool", "name": TOOL}
         started = time.monotonic()
-        try:
+        with self.sdk_errors():
             if self.stream:
                 blocks, stop, tokens = self._streamed(kwargs)
             else:
                 blocks, stop, tokens = self._whole(kwargs)
-        except ModelError:
-            raise
-        except self.sdk.APIError as exc:
-            raise translate_error(self.sdk, exc, self.provider, self.name, self.url) from None
         text = _text_of(blocks, unwrap=wrapped)
         refusal = None
         if stop == "refusal":
             refusal = _plain_text(blocks) or "the model declined to answer"
-        usage, priced = usage_of(
-            self.prices, self.provider, self.name, tokens[0], tokens[1], messages, text
-        )
-        return Completion(
-            text,
-            usage,
-            self.name,
-            self.provider,
-            refusal=refusal,
-            finish_reason=stop,
-            seconds=time.monotonic() - started,
-            priced=priced,
+        return self.completion(
+            messages, text, tokens, refusal=refusal, finish=stop, started=started
         )
 
     def _whole(self, kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], str, tuple[Any, Any]]:
@@ -140,7 +108,7 @@ class AnthropicModel:
         tokens_in: Any = None
         tokens_out: Any = None
         stream = self.client.messages.create(**kwargs, stream=True)
-        try:
+        with self.reading(stream):
             for event in stream:
                 kind = getattr(event, "type", "")
                 if kind == "message_start":
@@ -159,26 +127,8 @@ class AnthropicModel:
                     tokens_out = as_int(getattr(event.usage, "output_tokens", None))
                 elif kind == "message_stop":
                     done = True
-        except self.sdk.APIError:
-            raise
-        except Exception as exc:  # the connection dropped mid-stream
-            raise ModelError(
-                f"the stream was cut short: {type(exc).__name__}: {exc}",
-                kind="cut_short",
-                provider=self.provider,
-                model=self.name,
-            ) from None
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
         if not done:
-            raise ModelError(
-                "the stream was cut short: it ended before message_stop",
-                kind="cut_short",
-                provider=self.provider,
-                model=self.name,
-            )
+            raise self.cut_short("it ended before message_stop")
         for block in blocks:
             if block["type"] == "tool_use":
                 try:
@@ -187,9 +137,6 @@ class AnthropicModel:
                     block["input"] = None
                     block["raw"] = block["json"]
         return blocks, stop, (tokens_in, tokens_out)
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.provider}:{self.name} at {self.url})"
 
 
 def _plain_text(blocks: list[dict[str, Any]]) -> str:
