@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -11,9 +12,11 @@ from rich.markup import escape
 from tenure.console.app import app, fail, out
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
-from tenure.executors.worktrees import plan_cleanup, remove
+from tenure.executors.worktrees import TENURE_DIR, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.roles.coding import CodingConfig, CodingLeader
+from tenure.roles.coding.leader import check_tasks
+from tenure.roles.coding.replan import ReplanRequest, live_leader
 
 RepoOption = Annotated[
     Path, typer.Option("--repo", help="The target git repository (clean working tree).")
@@ -86,3 +89,54 @@ def gc(
                 remove(root, item)
     elif any(i.removable for i in items):
         out.print("run again with --yes to remove the merged ones", soft_wrap=True)
+
+
+@app.command("replan")
+def replan(
+    plan_path: Annotated[Path, typer.Argument(metavar="PLAN", help="The new plan.")],
+    run_id: Annotated[str, typer.Option("--run", help="The run to replan.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why; goes into plan.md.")],
+    repo: RepoOption = Path("."),
+    cancel_running: Annotated[
+        bool,
+        typer.Option(
+            "--cancel-running/--let-running-finish",
+            help="Cancel running attempts (with the reason) or let them finish first.",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for a running leader.")
+    ] = 3600.0,
+) -> None:
+    """Shift a coding run's goal: freeze dispatch, log the change in plan.md's changelog,
+    re-derive the tasks not yet started (running ones finish or are cancelled)."""
+    plan = load_plan(plan_path)
+    root = git.repo_root(repo.resolve())
+    check_tasks(root, plan)
+    request = ReplanRequest(plan, cancel_running, reason)
+    attempts = root / TENURE_DIR / "attempts" / run_id
+    pid = live_leader(attempts)
+    if pid is None:
+        leader = CodingLeader(
+            CodingConfig(
+                repo=root,
+                plan=plan,
+                agent=AgentCLI.from_spec("script:true"),
+                run_id=run_id,
+                check_installed=False,
+            )
+        )
+        for note in leader.replan(request):
+            out.print(f"  {escape(note)}", soft_wrap=True)
+        out.print(f"replanned {run_id}; continue it with: tenure code PLAN --run {run_id}")
+        return
+    path = request.write(attempts)
+    out.print(f"leader {pid} is running {run_id}: dispatch frozen, waiting for it to apply")
+    deadline = time.monotonic() + timeout
+    while path.exists():
+        if time.monotonic() > deadline or live_leader(attempts) is None:
+            raise fail(f"the replan was not applied yet; it stays queued in {path}")
+        time.sleep(0.2)
+    out.print(
+        f"replanned {run_id}: see .tenure/runs/{run_id}/plan.md on tenure/{run_id}/integration"
+    )

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ class AgentCLI:
         deadline_seconds: float,
         extra_env: Mapping[str, str],
         commit_message: str,
+        cancel: threading.Event | None = None,
     ) -> AgentRun:
         attempt_dir.mkdir(parents=True, exist_ok=True)
         home = attempt_dir / "home"
@@ -193,19 +195,30 @@ class AgentCLI:
                 reason = f"cannot start {argv[0]!r}: {exc.strerror}"
                 sink.write(f"{reason}\n".encode())
                 return AgentRun(None, False, 0.0, log, False, reason)
-            try:
-                code: int | None = proc.wait(timeout=deadline_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc, self.grace_seconds)
-                code = proc.returncode
-                sink.write(
-                    f"\n[tenure] deadline of {deadline_seconds:g}s exceeded; "
-                    "process group killed\n".encode()
-                )
+            code: int | None = None
+            cancelled = False
+            while code is None:
+                left = deadline_seconds - (time.monotonic() - started)
+                if left <= 0 or (cancel is not None and cancel.is_set()):
+                    timed_out, cancelled = left <= 0, left > 0
+                    _kill_group(proc, self.grace_seconds)
+                    code = proc.returncode
+                    why = (
+                        "cancelled by the leader"
+                        if cancelled
+                        else f"deadline of {deadline_seconds:g}s exceeded"
+                    )
+                    sink.write(f"\n[tenure] {why}; process group killed\n".encode())
+                    break
+                try:
+                    code = proc.wait(timeout=min(left, 0.1 if cancel is not None else left))
+                except subprocess.TimeoutExpired:
+                    continue
         seconds = time.monotonic() - started
         committed = git.commit_all(worktree, commit_message)
-        if timed_out:
+        if cancelled:
+            reason = "cancelled by the leader; process group killed"
+        elif timed_out:
             reason = f"agent exceeded its deadline of {deadline_seconds:g}s; process group killed"
         elif code != 0:
             reason = f"agent exited with status {code}"

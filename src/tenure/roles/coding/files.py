@@ -33,7 +33,9 @@ ACCEPTED = "accepted"
 MERGED = "merged"
 NEEDS_OPERATOR = "needs-operator"
 BLOCKED = "blocked"
-FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED)
+CANCELLED = "cancelled"  # cancelled by a replan, with the reason
+DROPPED = "dropped"  # left out by a replan before it ran to the end
+FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED, CANCELLED, DROPPED)
 
 
 def now() -> str:
@@ -52,6 +54,7 @@ class StatusRow:
     updated_at: str = ""
     reason: str = ""
     merged_branch: str = ""
+    replanned_at_attempt: int = 0  # attempts before the last replan do not count
     history: list[str] = field(default_factory=list)
 
 
@@ -79,7 +82,7 @@ class RunFolder:
 
     def write_plan(self, plan: Plan, note: str = "") -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        data = plan.model_dump(mode="json", exclude_defaults=True)
+        data = plan.model_dump(mode="json", exclude_none=True)
         lines = [
             f"# Plan: {plan.goal or plan.team}",
             "",
@@ -95,6 +98,18 @@ class RunFolder:
             "",
         ]
         (self.path / "plan.md").write_text("\n".join(lines))
+
+    def replace_plan(self, plan: Plan, entry: str, notes: list[str]) -> None:
+        """The new plan in plan.md; the changelog is kept and gets ``entry`` and ``notes``."""
+        path = self.path / "plan.md"
+        _, sep, changelog = path.read_text().partition("## Changelog\n")
+        self.write_plan(plan)
+        if sep:
+            fresh = path.read_text().partition("## Changelog\n")[0]
+            path.write_text(fresh + sep + changelog)
+        self.append_changelog(entry)
+        with path.open("a") as fh:
+            fh.writelines(f"  - {note}\n" for note in notes)
 
     def append_changelog(self, entry: str) -> None:
         with (self.path / "plan.md").open("a") as fh:
@@ -151,6 +166,19 @@ class RunFolder:
         entry = f"### Attempt {attempt} failed ({now()})\n\n```\n{text.rstrip()[-3000:]}\n```\n\n"
         head, sep, tail = body.partition(QA_HEADING)
         path.write_text(head + entry + sep + tail if sep else body + "\n" + entry)
+
+    def append_replanned(self, task: PlanTask, reason: str) -> None:
+        """A re-derived task's new definition, above the Q&A section."""
+        checks = [c.run for c in task.checks if isinstance(c, CommandCheck)]
+        text = (
+            f"### Replanned ({now()}): {reason}\n\nGoal: {task.goal}\n\n"
+            f"Scope: {', '.join(f'`{s}`' for s in task.scope) or '(whole repository)'}\n\n"
+            f"Checks: {', '.join(f'`{c}`' for c in checks)}\n\n"
+        )
+        path = self.task_file(task.id)
+        body = path.read_text()
+        head, sep, tail = body.partition(QA_HEADING)
+        path.write_text(head + text + sep + tail if sep else body + "\n" + text)
 
     # --- results/<id>.md -------------------------------------------------------------
 

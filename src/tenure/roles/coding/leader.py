@@ -9,6 +9,7 @@ Every step is committed to the run's integration branch ``tenure/<run>/integrati
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -20,11 +21,13 @@ from tenure.executors import git
 from tenure.executors.agent_cli import AgentCLI
 from tenure.executors.worktrees import TENURE_DIR, Worktree, Worktrees, exclude_tenure_dir
 from tenure.protocol import CommandCheck, Plan, PlanTask
-from tenure.protocol.errors import ConfigError, ProtocolError
+from tenure.protocol.codec import load_plan
+from tenure.protocol.errors import ConfigError, ProtocolError, TenureError
 from tenure.protocol.ids import check_task_id
 from tenure.roles.coding.files import (
     ACCEPTED,
     BLOCKED,
+    CANCELLED,
     FINISHED,
     MERGED,
     NEEDS_OPERATOR,
@@ -34,6 +37,7 @@ from tenure.roles.coding.files import (
     StatusRow,
     now,
 )
+from tenure.roles.coding.replan import PID_FILE, REQUEST_FILE, ReplanRequest, rederive
 from tenure.verify.checks import Verdict, check_command
 
 
@@ -96,7 +100,13 @@ def preflight(config: CodingConfig) -> Path:
         config.agent.check_installed()
     if config.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {config.workers}")
-    for index, task in enumerate(config.plan.tasks):
+    check_tasks(root, config.plan)
+    return root
+
+
+def check_tasks(root: Path, plan: Plan) -> None:
+    """Every task: a safe id, a scope inside the repository, a command check."""
+    for index, task in enumerate(plan.tasks):
         check_task_id(task.id, f"tasks[{index}].id")
         for j, scope in enumerate(task.scope):
             check_scope(root, scope, f"tasks[{index}].scope[{j}]")
@@ -106,7 +116,6 @@ def preflight(config: CodingConfig) -> Path:
                 f"at least one command check for {task.id!r}: the leader accepts a coding "
                 "task only on commands it runs itself in the worktree",
             )
-    return root
 
 
 def check_scope(root: Path, scope: str, field_name: str) -> None:
@@ -150,6 +159,8 @@ class CodingLeader:
         self.free_slots = list(range(config.workers))
         self.lock = threading.Lock()
         self.order = merge_order(self.plan)
+        self.cancels: dict[str, threading.Event] = {}
+        self.cancel_reason = ""
 
     # --- setup and resume ------------------------------------------------------------
 
@@ -159,6 +170,10 @@ class CodingLeader:
                 git.git(self.root, "worktree", "prune")
                 git.git(self.root, "worktree", "add", "-q", str(self.int_path), self.integration)
             self.rows = self.folder.read_status() if self.folder.exists() else {}
+            if (self.folder.path / "plan.md").exists():
+                # the leader's own plan.md is the truth for a run (replans included)
+                self.plan = load_plan(self.folder.path / "plan.md")
+                self.order = merge_order(self.plan)
             for task in self.plan.tasks:
                 self.rows.setdefault(task.id, StatusRow(task.id, updated_at=now()))
             self._salvage_interrupted()
@@ -192,18 +207,43 @@ class CodingLeader:
     def run(self, stop: threading.Event | None = None) -> CodingOutcome:
         stop = stop or threading.Event()
         self._open()
+        pid_file = self.attempts_dir / PID_FILE
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(f"{os.getpid()}\n")
+        try:
+            return self._loop(stop)
+        finally:
+            pid_file.unlink(missing_ok=True)
+
+    def _loop(self, stop: threading.Event) -> CodingOutcome:
         running: dict[Future[_Return], _Attempt] = {}
         with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
             while not stop.is_set():
-                self._block_dependents()
-                for task in self._ready():
-                    if not self.free_slots:
-                        break
-                    attempt = self._dispatch(task)
-                    running[pool.submit(self._work, attempt)] = attempt
+                request = ReplanRequest.read(self.attempts_dir)
+                if request is None:  # a pending replan freezes dispatch
+                    self._block_dependents()
+                    for task in self._ready():
+                        if not self.free_slots:
+                            break
+                        attempt = self._dispatch(task)
+                        running[pool.submit(self._work, attempt)] = attempt
+                elif request.cancel_running:
+                    self.cancel_reason = request.reason
+                    for attempt in running.values():
+                        self.cancels[attempt.task.id].set()
                 self._merge_in_order()
                 if not running:
-                    if all(r.state in FINISHED for r in self.rows.values()) or not self._ready():
+                    if request is not None:
+                        try:
+                            self._apply_replan(request)
+                        except TenureError as exc:  # a bad replan never ends the run
+                            self.folder.append_changelog(f"replan refused: {exc}")
+                            self._commit("tenure: replan refused")
+                        (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
+                        continue
+                    if all(self.rows[t.id].state in FINISHED for t in self.plan.tasks):
+                        break
+                    if not self._ready():
                         break
                     continue
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
@@ -259,6 +299,7 @@ class CodingLeader:
         self._commit(f"tenure: dispatch {task.id} attempt {row.attempt} to {row.worker}")
         tree = self.trees.create(task.id, row.attempt, self.integration, slot)
         row.base = tree.base
+        self.cancels[task.id] = threading.Event()
         return _Attempt(task, row.attempt, tree, slot)
 
     def _work(self, attempt: _Attempt) -> _Return:
@@ -278,6 +319,7 @@ class CodingLeader:
                 "TENURE_RUN": self.run_id,
             },
             commit_message=f"tenure: {task.id} attempt {attempt.number} ({self.config.agent.name})",
+            cancel=self.cancels.get(task.id),
         )
         report = result_file.read_text() if result_file.exists() else ""
         lines = [f"- agent: exit {run.exit_code}, {run.seconds:.1f}s, log {run.log}"]
@@ -318,6 +360,15 @@ class CodingLeader:
             back = _Return(attempt, False, f"{type(exc).__name__}: {exc}", "", f"- error: {exc}")
         self.folder.append_result(task.id, attempt.number, back.report, back.verdicts)
         row.updated_at = now()
+        cancel = self.cancels.pop(task.id, None)
+        if cancel is not None and cancel.is_set():
+            why = f"cancelled by a replan: {self.cancel_reason}"
+            self.folder.append_attempt(task.id, attempt.number, f"{why}\n{back.reason}")
+            row.state, row.reason = CANCELLED, why
+            row.history.append(f"attempt {row.attempt}: {why}"[:250])
+            self.folder.write_status(self.rows)
+            self._commit(f"tenure: {task.id} attempt {attempt.number} cancelled")
+            return
         if back.accepted:
             row.state, row.reason = ACCEPTED, ""
         else:
@@ -331,19 +382,45 @@ class CodingLeader:
         first = reason.strip().splitlines()[0] if reason.strip() else "failed"
         row.history.append(f"attempt {row.attempt}: {first[:200]}")
         row.updated_at = now()
-        if row.attempt >= self.plan.attempts_for(task):
+        if row.attempt - row.replanned_at_attempt >= self.plan.attempts_for(task):
             row.state = NEEDS_OPERATOR
             row.reason = f"{row.attempt} attempts failed; last: {first[:200]}"
             self.folder.append_inbox(task.id, f"{row.reason} (branches kept for autopsy)")
         else:
             row.state, row.reason = PENDING, first[:200]
 
+    # --- goal shift ---------------------------------------------------------------------
+
+    def replan(self, request: ReplanRequest) -> list[str]:
+        """Apply a replan with no leader running: to the files in git, for the next resume."""
+        if not git.branch_exists(self.root, self.integration):
+            raise ConfigError(f"no run {self.run_id!r} in {self.root} (no {self.integration})")
+        self._open()
+        return self._apply_replan(request)
+
+    def _apply_replan(self, request: ReplanRequest) -> list[str]:
+        check_tasks(self.root, request.plan)
+        old = self.plan
+        plan, notes = rederive(old, request.plan, self.rows)
+        old_ids = {t.id for t in old.tasks}
+        for task in plan.tasks:
+            row = self.rows[task.id]
+            changed = task.id not in old_ids or old.task(task.id) != task
+            if row.state == PENDING and changed and self.folder.task_file(task.id).exists():
+                self.folder.append_replanned(task, request.reason)
+        self.plan, self.order = plan, merge_order(plan)
+        mode = "cancel running" if request.cancel_running else "let running finish"
+        self.folder.replace_plan(plan, f"replan ({mode}): {request.reason}", notes)
+        self.folder.write_status(self.rows)
+        self._commit(f"tenure: replan: {request.reason}"[:200])
+        return notes
+
     # --- integration --------------------------------------------------------------------
 
     def _merge_in_order(self) -> None:
         for task_id in self.order:
             row = self.rows[task_id]
-            if row.state in (MERGED, NEEDS_OPERATOR, BLOCKED):
+            if row.state in FINISHED:
                 continue
             if row.state != ACCEPTED:
                 return  # plan order: a later task waits for the earlier one
@@ -371,12 +448,13 @@ class CodingLeader:
         self.folder.write_status(self.rows)
         self._commit("tenure: status")
         states = {k: r.state for k, r in self.rows.items()}
+        in_plan = {t.id: self.rows[t.id].state for t in self.plan.tasks}
         verdicts: list[Verdict] = []
         if stopped:
             reason = "stopped; resume with the same run id"
             done = False
-        elif any(s != MERGED for s in states.values()):
-            waiting = [k for k, s in states.items() if s != MERGED]
+        elif any(s != MERGED for s in in_plan.values()):
+            waiting = [k for k, s in in_plan.items() if s != MERGED]
             reason = f"not merged: {', '.join(waiting)} (see status.yml and inbox.md)"
             done = False
         else:
