@@ -41,7 +41,10 @@ def code(
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt, checks run by the
     leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
-    order. Files: .tenure/runs/RUN/ on that branch."""
+    order. Files: .tenure/runs/RUN/ on that branch.
+
+    Example: `tenure code plan.yaml --repo ~/src/app --agent claude --workers 3 --share-home`
+    """
     plan = load_plan(plan_path)
     cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
     leader = CodingLeader(
@@ -72,7 +75,10 @@ def gc(
     yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list.")] = False,
 ) -> None:
     """List tenure worktrees and branches and whether they can go; remove only merged ones,
-    and only with --yes. Unmerged work is never removed."""
+    and only with --yes. Unmerged work is never removed.
+
+    Example: `tenure gc --repo ~/src/app` (then `--yes`)
+    """
     root = git.repo_root(repo.resolve())
     items = plan_cleanup(root, keep)
     if not items:
@@ -109,7 +115,10 @@ def replan(
     ] = 3600.0,
 ) -> None:
     """Shift a coding run's goal: freeze dispatch, log the change in plan.md's changelog,
-    re-derive the tasks not yet started (running ones finish or are cancelled)."""
+    re-derive the tasks not yet started (running ones finish or are cancelled).
+
+    Example: `tenure replan new.yaml --run run-20260101-120000 --reason "drop the export"`
+    """
     plan = load_plan(plan_path)
     root = git.repo_root(repo.resolve())
     check_tasks(root, plan)
