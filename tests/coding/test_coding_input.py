@@ -136,8 +136,10 @@ def test_a_killed_run_resumes_from_git_even_without_its_scratch_space(
             assert time.monotonic() < deadline, "the first attempt never started"
             time.sleep(0.05)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the leader and its agent die together
+        os.killpg(proc.pid, signal.SIGKILL)  # the leader dies; its agent has its own session
         proc.wait()
+    orphan = int((log.parent / "agent.pid").read_text())
+    os.kill(orphan, 0)  # still running, editing the worktree
     # the dispatch was committed before the agent ran
     log_text = sh(repo, "log", "--format=%s", "tenure/r1/integration")
     assert "tenure: dispatch t1 attempt 1" in log_text
@@ -145,6 +147,9 @@ def test_a_killed_run_resumes_from_git_even_without_its_scratch_space(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "return 1" in sh(repo, "show", "tenure/r1/t1/1:m1.py")
+    with pytest.raises(ProcessLookupError):  # the resumed leader ended the orphan first
+        os.kill(orphan, 0)
+    assert "left running by a stopped leader" in log.read_text()
     status = yaml.safe_load(sh(repo, "show", "tenure/r1/integration:.tenure/runs/r1/status.yml"))
     rows = {r["id"]: r for r in status["tasks"]}
     assert rows["t1"]["state"] == "merged" and rows["t1"]["attempt"] == 2

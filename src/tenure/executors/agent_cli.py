@@ -83,6 +83,7 @@ PRESETS: dict[str, tuple[list[str], str | None]] = {
     "gemini": (["gemini", "-p", "{prompt}"], None),
     "opencode": (["opencode", "run", "{prompt}"], None),
 }
+AGENT_PID_FILE = "agent.pid"
 AGENT_HELP = "claude, codex, aider, gemini, opencode, or script:CMD with {task_file} {result_file} {worktree}"
 
 
@@ -195,6 +196,8 @@ class AgentCLI:
                 reason = f"cannot start {argv[0]!r}: {exc.strerror}"
                 sink.write(f"{reason}\n".encode())
                 return AgentRun(None, False, 0.0, log, False, reason)
+            pid_file = attempt_dir / AGENT_PID_FILE
+            pid_file.write_text(f"{proc.pid}\n")  # so a resumed leader can end an orphan
             code: int | None = None
             cancelled = False
             while code is None:
@@ -215,6 +218,7 @@ class AgentCLI:
                 except subprocess.TimeoutExpired:
                     continue
         seconds = time.monotonic() - started
+        pid_file.unlink(missing_ok=True)
         committed = git.commit_all(worktree, commit_message)
         if cancelled:
             reason = "cancelled by the leader; process group killed"
@@ -225,6 +229,32 @@ class AgentCLI:
         else:
             reason = ""
         return AgentRun(code, timed_out, seconds, log, committed, reason)
+
+
+def kill_orphan(attempt_dir: Path) -> int | None:
+    """End the process group of an agent left running by a leader that died (its pid is
+    in ``attempt_dir/agent.pid``); return the pid when one was killed."""
+    pid_file = attempt_dir / AGENT_PID_FILE
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pid_file.unlink(missing_ok=True)
+        return None
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    pid_file.unlink(missing_ok=True)
+    with (attempt_dir / "agent.log").open("a") as log:
+        log.write("\n[tenure] agent left running by a stopped leader; process group killed\n")
+    return pid
 
 
 class _Values(dict[str, str]):

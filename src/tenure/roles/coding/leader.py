@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from tenure.executors import git
-from tenure.executors.agent_cli import AgentCLI
+from tenure.executors.agent_cli import AgentCLI, kill_orphan
 from tenure.executors.worktrees import TENURE_DIR, Worktree, Worktrees, exclude_tenure_dir
 from tenure.protocol import CommandCheck, Plan, PlanTask
 from tenure.protocol.codec import load_plan
@@ -192,6 +192,7 @@ class CodingLeader:
         for row in self.rows.values():
             if row.state != RUNNING:
                 continue
+            kill_orphan(self.attempts_dir / f"{row.id}-{row.attempt}")
             path = self.trees.path_for(row.id, row.attempt)
             if path.exists():
                 git.commit_all(path, f"tenure: salvage interrupted attempt {row.attempt}")
