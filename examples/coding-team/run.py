@@ -45,6 +45,11 @@ def main() -> int:
     parser.add_argument("--agent", default="scripted", help="scripted, claude, codex, aider, ...")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--dir", type=Path, help="where to create the repository")
+    parser.add_argument(
+        "--isolate-home",
+        action="store_true",
+        help="give a real agent a fresh config dir per attempt (then set its API key)",
+    )
     args = parser.parse_args()
     target = args.dir or Path(tempfile.mkdtemp(prefix="tenure-coding-")) / "textkit"
     repo = make_repo(target)
@@ -61,6 +66,8 @@ def main() -> int:
         sys.executable, "-m", "tenure", "code", str(HERE / "plan.yaml"),
         "--repo", str(repo), "--agent", agent, "--workers", str(args.workers), "--run", "demo",
     ]  # fmt: skip
+    if args.agent != "scripted" and not args.isolate_home:
+        argv.append("--share-home")  # a real agent CLI uses your login
     code = subprocess.run(argv).returncode
     if code == 0:
         git(repo, "merge", "-q", "--no-edit", "tenure/demo/integration")
