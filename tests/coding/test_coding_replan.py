@@ -125,3 +125,22 @@ def test_live_replan_lets_running_attempts_finish(repo: Path, agent: Agent) -> N
     assert rows["t2"]["state"] == "dropped" and rows["t2"]["attempt"] == 0
     assert rows["t3"]["state"] == "merged"
     assert "t1: kept (merged), not in the new plan" in plan_md(repo)
+
+
+def test_stopping_the_leader_ends_its_agents_and_the_run_resumes(repo: Path, agent: Agent) -> None:
+    cli = agent({"t1": {"file": "m1.py", "modes": ["hang", "fix"]}})
+    cli.grace_seconds = 0.2
+    lead = leader(repo, [fix_task(1, deadline_seconds=120)], cli)
+    stop = threading.Event()
+    box: list[CodingOutcome] = []
+    thread = threading.Thread(target=lambda: box.append(lead.run(stop)), daemon=True)
+    thread.start()
+    log = repo / ".tenure/attempts/r1/t1-1/agent.log"
+    wait_for(lambda: log.exists() and "mode hang" in log.read_text())
+    started = time.monotonic()
+    stop.set()
+    thread.join(30)
+    assert time.monotonic() - started < 10 and box and not box[0].done
+    assert "stopped" in box[0].reason and status(repo)["t1"]["state"] == "running"
+    outcome = leader(repo, [fix_task(1)], cli).run()
+    assert outcome.done and status(repo)["t1"]["attempt"] == 2

@@ -253,8 +253,10 @@ class CodingLeader:
                     self.free_slots.append(attempt.slot)
                     self._returned(attempt, future)
             if stop.is_set():
-                for future in running:
-                    future.cancel()
+                # end the agents now; their rows stay "running", so a resume salvages
+                # what they left and counts them as interrupted
+                for attempt in running.values():
+                    self.cancels[attempt.task.id].set()
         return self._finish(stopped=stop.is_set())
 
     def _ready(self) -> list[PlanTask]:
