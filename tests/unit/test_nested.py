@@ -285,3 +285,14 @@ def test_local_and_queue_modes_refuse_a_nested_plan(tmp_path: Path) -> None:
         result = cli(tmp_path, "run", "plan.yaml", "--mode", mode)
         assert result.returncode != 0
         assert "--mode team" in result.stdout + result.stderr
+
+
+def test_run_refuses_a_bad_nested_executor_naming_its_path(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        "team: acme\ntasks:\n  - id: sub\n    goal: g\n    team:\n      tasks:\n"
+        "        - {id: q, goal: g, executor: teleport}\n"
+    )
+    result = cli(tmp_path, "run", "plan.yaml")
+    assert result.returncode != 0
+    assert "tasks[0].team.tasks[0].executor" in result.stdout + result.stderr
+    assert not (tmp_path / ".tenure" / "state.db").exists()

@@ -27,7 +27,7 @@ from tenure.console.state_cmds import team_table
 from tenure.console.tree import team_tree_table
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
-from tenure.protocol import Plan
+from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Leader, LeaderConfig
 from tenure.roles.local import LocalTeam
@@ -98,7 +98,9 @@ def run(
     loaded = found
     if mode is not Mode.team and len(team_tree(loaded)) > 1:
         raise fail("a plan with nested teams runs in --mode team (sub-leaders are processes)")
-    preflight(executor, loaded)  # the plan's own executors, and its cost budgets
+    _nested_executors(loaded.tasks, "")  # nested tasks' executors, errors naming the path
+    for each in team_tree(loaded):  # the plan's own executors, and its cost budgets,
+        preflight(executor, each)  # in every nested team too
     started = time.monotonic()
     with open_store(url) as opened:
         if mode is Mode.local:
@@ -166,6 +168,16 @@ def _run_processes(
             _watch(store, plan, leader.run)
     finally:
         stop_all(procs)
+
+
+def _nested_executors(tasks: list[PlanTask], where: str) -> None:
+    for index, task in enumerate(tasks):
+        if task.team is not None:
+            here = f"{where}tasks[{index}].team."
+            for inner, sub in enumerate(task.team.tasks):
+                if sub.executor:
+                    resolve_executor(sub.executor, field=f"{here}tasks[{inner}].executor")
+            _nested_executors(task.team.tasks, here)
 
 
 def team_worker_args(
