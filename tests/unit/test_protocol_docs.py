@@ -32,7 +32,6 @@ from tenure.protocol import (
     TaskResult,
 )
 from tenure.protocol.codec import MAX_MESSAGE_BYTES
-from tenure.protocol.plan import SubTeam
 from tenure.protocol.messages import (
     EscalationAnswer,
     EscalationAsk,
@@ -47,6 +46,7 @@ from tenure.protocol.messages import (
     TaskCancel,
     TaskProgress,
 )
+from tenure.protocol.plan import SubTeam
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 TEXT = DOC.read_text(encoding="utf-8")
