@@ -159,3 +159,21 @@ def test_a_killed_run_resumes_from_git_even_without_its_scratch_space(
     again = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "t1                       merged" in again.stdout
+
+
+def test_overlapping_scopes_of_concurrent_tasks_are_named() -> None:
+    from tenure.roles.coding.leader import overlapping_scopes
+
+    def task(tid: str, scope: list[str], deps: list[str] | None = None) -> dict[str, Any]:
+        return fix_task(1, id=tid, scope=scope, depends_on=deps or [])
+
+    plan = make_plan(
+        [
+            task("a", ["src/"]),
+            task("b", ["src/x.py"]),
+            task("c", ["docs/"]),
+            task("d", ["src/y.py"], ["a", "b"]),
+        ]
+    )
+    found = overlapping_scopes(plan)
+    assert len(found) == 1 and found[0].startswith("a and b may both change src/ ~ src/x.py")

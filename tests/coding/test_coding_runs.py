@@ -124,6 +124,8 @@ def test_merge_conflict_redispatches_the_later_task_on_the_integration_branch(
     assert "OWNER = 'a'" in shared and "ALSO_B = True" in shared  # no side silently picked
     task_md = at(repo, "tenure/r1/integration", ".tenure/runs/r1/tasks/b.md")
     assert "conflicts in: shared.py" in task_md
+    plan_md = at(repo, "tenure/r1/integration", ".tenure/runs/r1/plan.md")
+    assert "warning: a and b may both change shared.py" in plan_md
     assert status(repo)["b"]["attempt"] == 2
     assert reachable(repo, "tenure/r1/b/1", "tenure: b attempt 1")  # the losing side is kept
 

@@ -15,7 +15,7 @@ from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
 from tenure.executors.worktrees import TENURE_DIR, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.roles.coding import CodingConfig, CodingLeader
-from tenure.roles.coding.leader import check_tasks
+from tenure.roles.coding.leader import check_tasks, overlapping_scopes
 from tenure.roles.coding.replan import ReplanRequest, live_leader
 
 RepoOption = Annotated[
@@ -50,6 +50,8 @@ def code(
     leader = CodingLeader(
         CodingConfig(repo=repo.resolve(), plan=plan, agent=cli, workers=workers, run_id=run_id)
     )
+    for warning in overlapping_scopes(plan):
+        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
         f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}",
         soft_wrap=True,

@@ -183,6 +183,8 @@ class CodingLeader:
         git.worktree_add(self.root, self.int_path, self.integration, "HEAD")
         self.rows = {t.id: StatusRow(t.id, updated_at=now()) for t in self.plan.tasks}
         self.folder.write_plan(self.plan)
+        for warning in overlapping_scopes(self.plan):
+            self.folder.append_changelog(f"warning: {warning}")
         self.folder.write_status(self.rows)
         self._commit(f"tenure: start {self.run_id}")
 
@@ -477,6 +479,33 @@ class CodingLeader:
         return CodingOutcome(
             self.run_id, done, self.integration, self.int_path, states, reason, verdicts
         )
+
+
+def overlapping_scopes(plan: Plan) -> list[str]:
+    """Pairs of tasks that may run at the same time (neither depends on the other) and may
+    change the same paths: each pair is a merge conflict waiting to happen."""
+    after: dict[str, set[str]] = {}
+    for task_id in merge_order(plan):
+        task = plan.task(task_id)
+        after[task_id] = set(task.depends_on).union(*(after[d] for d in task.depends_on))
+    found = []
+    tasks = plan.tasks
+    for i, a in enumerate(tasks):
+        for b in tasks[i + 1 :]:
+            if a.id in after[b.id] or b.id in after[a.id]:
+                continue
+            shared = [
+                f"{x} ~ {y}" if x != y else x
+                for x in a.scope or ["."]
+                for y in b.scope or ["."]
+                if in_scope(posixpath.normpath(x), [y]) or in_scope(posixpath.normpath(y), [x])
+            ]
+            if shared:
+                found.append(
+                    f"{a.id} and {b.id} may both change {', '.join(shared)}; a conflict "
+                    f"re-dispatches {b.id}: consider depends_on or disjoint scopes"
+                )
+    return found
 
 
 def merge_order(plan: Plan) -> list[str]:
