@@ -296,3 +296,15 @@ def test_run_refuses_a_bad_nested_executor_naming_its_path(tmp_path: Path) -> No
     assert result.returncode != 0
     assert "tasks[0].team.tasks[0].executor" in result.stdout + result.stderr
     assert not (tmp_path / ".tenure" / "state.db").exists()
+
+
+def test_the_nested_example_plan_loads() -> None:
+    from tenure.protocol import load_plan
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "nested-teams" / "plan.yaml"
+    plan = load_plan(path)
+    assert [p.team for p in team_tree(plan)] == [
+        "acme/research",
+        "acme/research/pricing",
+        "acme/research/survey",
+    ]
