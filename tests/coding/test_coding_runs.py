@@ -171,3 +171,36 @@ def test_gc_lists_first_and_never_removes_unmerged_work(repo: Path, agent: Agent
     assert left == ["tenure/r1/t1/1"]
     assert (repo / ".tenure/worktrees/r1/t1-1").is_dir()
     assert not (repo / ".tenure/worktrees/r1/t1-2").exists()
+
+
+def test_nothing_is_lost_in_a_chaotic_run(repo: Path, agent: Agent) -> None:
+    """Every commit of every attempt stays reachable from a branch."""
+    cli = agent(
+        {
+            "t1": {"file": "m1.py", "modes": ["lie", "fix"]},
+            "t2": {"file": "m2.py", "modes": ["outside", "fix"]},
+            "t3": {"file": "m3.py", "modes": ["die", "fix"]},
+            "t4": {"file": "m4.py", "modes": ["hang", "fix"]},
+            "a": {"modes": ["conflict"]},
+            "b": {"modes": ["conflict", "append"]},
+        }
+    )
+    cli.grace_seconds = 0.2
+    check = {"kind": "command", "run": "python3 -c 'import shared'"}
+    tasks = [
+        fix_task(1),
+        fix_task(2),
+        fix_task(3),
+        fix_task(4, deadline_seconds=1.0),
+        {"id": "a", "goal": "own shared", "scope": ["shared.py"], "checks": [check]},
+        {"id": "b", "goal": "own shared too", "scope": ["shared.py"], "checks": [check]},
+    ]
+    outcome = run(repo, tasks, cli, workers=3)
+    assert outcome.done, outcome.reason
+    subjects = sh(repo, "log", "--all", "--format=%s").splitlines()
+    for made in ("t2 attempt 1", "t3 attempt 1", "t4 attempt 1", "b attempt 1"):
+        assert f"tenure: {made} (script)" in subjects  # the worker's commit of each attempt
+    unreachable = sh(repo, "fsck", "--unreachable", "--no-reflogs", "--no-progress")
+    assert "unreachable commit" not in unreachable, unreachable
+    for task_id, n in (("t1", 1), ("t2", 1), ("t3", 1), ("t4", 1), ("b", 1)):
+        assert sh(repo, "branch", "--list", f"tenure/r1/{task_id}/{n}").strip()
