@@ -33,6 +33,7 @@ def repo(tmp_path: Path) -> Path:
         (root / f"m{i}.py").write_text("def value():\n    return 0\n")
     (root / "shared.py").write_text("OWNER = None\n")
     (root / "README.txt").write_text("a small repository\n")
+    (root / ".gitignore").write_text(".tenure/\n")  # as many projects do
     sh(root, "add", "-A")
     sh(root, "commit", "-q", "-m", "initial")
     return root

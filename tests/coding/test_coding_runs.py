@@ -56,6 +56,8 @@ def test_parallel_fixes_merge_in_plan_order_and_pass_together(repo: Path, agent:
     result_md = at(repo, integ, ".tenure/runs/r1/results/t1.md")
     assert "ran the checks" in result_md and "passed" in result_md
     assert "Changelog" in at(repo, integ, ".tenure/runs/r1/plan.md")
+    tracked = sh(repo, "ls-tree", "-r", "--name-only", integ).split()
+    assert not [p for p in tracked if "__pycache__" in p or p.startswith(".tenure/result")]
     # the user's checkout is untouched and clean
     assert sh(repo, "status", "--porcelain") == ""
     assert "return 0" in (repo / "m1.py").read_text()

@@ -119,9 +119,19 @@ def worktrees(repo: Path) -> dict[Path, str]:
     return found
 
 
-def commit_all(cwd: Path, message: str, *, author: str = "tenure <tenure@localhost>") -> bool:
-    """Stage everything in ``cwd`` and commit it; False when there was nothing to commit."""
-    git(cwd, "add", "-A")
+def commit_all(
+    cwd: Path,
+    message: str,
+    *,
+    author: str = "tenure <tenure@localhost>",
+    only: Sequence[str] = (),
+) -> bool:
+    """Stage everything in ``cwd`` — or, with ``only``, just those paths, even if ignored —
+    and commit it; False when there was nothing to commit."""
+    if only:
+        git(cwd, "add", "-A", "-f", "--", *only)
+    else:
+        git(cwd, "add", "-A")
     if ok(cwd, "diff", "--cached", "--quiet"):
         return False
     name, _, email = author.partition(" <")

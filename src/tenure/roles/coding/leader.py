@@ -203,7 +203,9 @@ class CodingLeader:
             self._after_failure(self.plan.task(row.id), row, reason)
 
     def _commit(self, message: str) -> None:
-        git.commit_all(self.int_path, message)
+        # only the run folder (even where the repository ignores .tenure/): what the
+        # final checks leave in the integration worktree is never committed
+        git.commit_all(self.int_path, message, only=[str(self.folder.rel)])
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -222,7 +224,13 @@ class CodingLeader:
         running: dict[Future[_Return], _Attempt] = {}
         with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
             while not stop.is_set():
-                request = ReplanRequest.read(self.attempts_dir)
+                try:
+                    request = ReplanRequest.read(self.attempts_dir)
+                except (ValueError, KeyError, TypeError) as exc:  # unreadable: refuse it
+                    self.folder.append_changelog(f"replan refused (unreadable request): {exc}")
+                    self._commit("tenure: replan refused")
+                    (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
+                    continue
                 if request is None:  # a pending replan freezes dispatch
                     self._block_dependents()
                     for task in self._ready():
