@@ -6,7 +6,8 @@ attempt N is ``modes[N-1]`` (the last one repeats). Modes:
 fix (write the fix), lie (change nothing, claim the tests pass), outside (fix and
 also touch a file outside the scope), conflict (write ``shared.py`` with this task's
 id), append (append this task's line to ``shared.py``), hang (sleep past any
-deadline), die (write half a change, then kill itself).
+deadline), die (write half a change, then kill itself), switch (fix, then check out
+another branch), selfcommit (fix and commit it itself, as aider does).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,13 @@ def main() -> None:
         target.write_text("def value():\n    return 1  # half done\n")
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "switch":
+        target.write_text("def value():\n    return 1\n")
+        subprocess.run(["git", "checkout", "-q", "-b", f"elsewhere-{task}"], check=True)
+    elif mode == "selfcommit":
+        target.write_text("def value():\n    return 1\n")
+        git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+        subprocess.run([*git, "commit", "-qam", "agent's own commit"], check=True)
     elif mode == "sleep":
         time.sleep(float(spec.get("seconds", 0.5)))
         target.write_text("def value():\n    return 1\n")

@@ -206,3 +206,18 @@ def test_nothing_is_lost_in_a_chaotic_run(repo: Path, agent: Agent) -> None:
     assert "unreachable commit" not in unreachable, unreachable
     for task_id, n in (("t1", 1), ("t2", 1), ("t3", 1), ("t4", 1), ("b", 1)):
         assert sh(repo, "branch", "--list", f"tenure/r1/{task_id}/{n}").strip()
+
+
+def test_an_agent_that_commits_itself_or_switches_branch(repo: Path, agent: Agent) -> None:
+    cli = agent(
+        {
+            "t1": {"file": "m1.py", "modes": ["selfcommit"]},
+            "t2": {"file": "m2.py", "modes": ["switch", "fix"]},
+        }
+    )
+    outcome = run(repo, [fix_task(1), fix_task(2)], cli)
+    assert outcome.done, outcome.reason
+    assert "agent's own commit" in sh(repo, "log", "--format=%s", "tenure/r1/integration")
+    task_md = at(repo, "tenure/r1/integration", ".tenure/runs/r1/tasks/t2.md")
+    assert "the agent left its branch tenure/r1/t2/1" in task_md
+    assert "return 1" in at(repo, "elsewhere-t2", "m2.py")  # its work is on the branch it made

@@ -340,7 +340,12 @@ class CodingLeader:
             lines.append(f"- rejected: {run.reason}")
             tail = run.log.read_text(errors="replace")[-2000:] if run.log.exists() else ""
             return _Return(attempt, False, f"{run.reason}\n{tail}", report, "\n".join(lines))
-        changed = git.changed_files(tree.path, tree.base, "HEAD")
+        on = git.current_branch(tree.path)
+        if on != tree.branch:  # what is checked and what is merged must be the same commit
+            reason = f"the agent left its branch {tree.branch} (the worktree is on {on})"
+            lines.append(f"- rejected: {reason}")
+            return _Return(attempt, False, reason, report, "\n".join(lines))
+        changed = git.changed_files(tree.path, tree.base, tree.branch)
         outside = [p for p in changed if not in_scope(p, task.scope)]
         if outside:
             reason = (
