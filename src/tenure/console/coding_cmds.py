@@ -32,6 +32,14 @@ def code(
     run_id: Annotated[
         str | None, typer.Option("--run", help="Run id; an existing one is resumed.")
     ] = None,
+    split_with: Annotated[
+        str | None,
+        typer.Option(
+            "--split-with",
+            help="A model (like --model) that splits a task out of attempts, once, "
+            "before the inbox.",
+        ),
+    ] = None,
     share_home: Annotated[
         bool,
         typer.Option(
@@ -47,8 +55,22 @@ def code(
     """
     plan = load_plan(plan_path)
     cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
+    splitter = None
+    if split_with is not None:
+        from tenure.console.model_cmds import open_checked
+        from tenure.roles.coding.split import PlannerSplit
+        from tenure.roles.planner import Planner
+
+        splitter = PlannerSplit(Planner(open_checked(split_with)), repo.resolve())
     leader = CodingLeader(
-        CodingConfig(repo=repo.resolve(), plan=plan, agent=cli, workers=workers, run_id=run_id)
+        CodingConfig(
+            repo=repo.resolve(),
+            plan=plan,
+            agent=cli,
+            workers=workers,
+            run_id=run_id,
+            splitter=splitter,
+        )
     )
     for warning in overlapping_scopes(plan):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)

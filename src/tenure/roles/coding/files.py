@@ -35,7 +35,8 @@ NEEDS_OPERATOR = "needs-operator"
 BLOCKED = "blocked"
 CANCELLED = "cancelled"  # cancelled by a replan, with the reason
 DROPPED = "dropped"  # left out by a replan before it ran to the end
-FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED, CANCELLED, DROPPED)
+SPLIT = "split"  # replaced by its parts after its last attempt failed
+FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED, CANCELLED, DROPPED, SPLIT)
 
 
 def now() -> str:
@@ -55,6 +56,7 @@ class StatusRow:
     reason: str = ""
     merged_branch: str = ""
     replanned_at_attempt: int = 0  # attempts before the last replan do not count
+    split_of: str = ""  # the task this one is a part of (parts are never split again)
     history: list[str] = field(default_factory=list)
 
 

@@ -12,6 +12,7 @@ import fnmatch
 import os
 import posixpath
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,11 +34,13 @@ from tenure.roles.coding.files import (
     NEEDS_OPERATOR,
     PENDING,
     RUNNING,
+    SPLIT,
     RunFolder,
     StatusRow,
     now,
 )
 from tenure.roles.coding.replan import PID_FILE, REQUEST_FILE, ReplanRequest, rederive
+from tenure.roles.coding.split import split_plan
 from tenure.verify.checks import Verdict, check_command
 
 
@@ -50,6 +53,8 @@ class CodingConfig:
     run_id: str | None = None  # None: a new run named after the time
     port_first: int = 20000
     check_installed: bool = True
+    # split(task, failures) -> parts, tried once before the inbox (see coding.split)
+    splitter: Callable[[PlanTask, list[str]], list[PlanTask]] | None = None
 
 
 @dataclass
@@ -401,11 +406,37 @@ class CodingLeader:
         row.history.append(f"attempt {row.attempt}: {first[:200]}")
         row.updated_at = now()
         if row.attempt - row.replanned_at_attempt >= self.plan.attempts_for(task):
-            row.state = NEEDS_OPERATOR
             row.reason = f"{row.attempt} attempts failed; last: {first[:200]}"
+            if self._split(task, row):
+                return
+            row.state = NEEDS_OPERATOR
             self.folder.append_inbox(task.id, f"{row.reason} (branches kept for autopsy)")
         else:
             row.state, row.reason = PENDING, first[:200]
+
+    def _split(self, task: PlanTask, row: StatusRow) -> bool:
+        """Replace an exhausted task by the splitter's parts; False to go to the inbox."""
+        if self.config.splitter is None or row.split_of:
+            return False
+        try:
+            parts = self.config.splitter(task, list(row.history))
+            plan, last = split_plan(self.plan, task.id, parts)
+            check_tasks(self.root, plan)
+        except Exception as exc:  # a model or a splitter failing sends the task to the inbox
+            row.reason += f"; could not split: {str(exc)[:300]}"
+            return False
+        ids = [p.id for p in parts]
+        row.state = SPLIT
+        row.reason = f"split into {', '.join(ids)} after {row.attempt} attempts"
+        for part in ids:
+            self.rows[part] = StatusRow(part, split_of=task.id, updated_at=now())
+        self.plan, self.order = plan, merge_order(plan)
+        self.folder.replace_plan(
+            plan,
+            f"split {task.id} into {', '.join(ids)}",
+            [f"{last} depends on the other parts and runs {task.id}'s own checks"],
+        )
+        return True
 
     # --- goal shift ---------------------------------------------------------------------
 
