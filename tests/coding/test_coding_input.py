@@ -159,6 +159,7 @@ def test_a_killed_run_resumes_from_git_even_without_its_scratch_space(
     again = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "t1                       merged" in again.stdout
+    assert "resuming r1: its plan is its own plan.md" in again.stdout
 
 
 def test_overlapping_scopes_of_concurrent_tasks_are_named() -> None:

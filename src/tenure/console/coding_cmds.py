@@ -72,6 +72,12 @@ def code(
             splitter=splitter,
         )
     )
+    if git.branch_exists(leader.root, leader.integration):
+        out.print(
+            f"resuming {leader.run_id}: its plan is its own plan.md "
+            "(change it with tenure replan, not with PLAN)",
+            soft_wrap=True,
+        )
     for warning in overlapping_scopes(plan):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
