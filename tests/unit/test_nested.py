@@ -18,10 +18,11 @@ import pytest
 from tenure.coord import LeaseTiming
 from tenure.executors import TaskContext, coerce_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
+from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.subteam import child_plan, sub_leader
-from tenure.store import Store, open_store
+from tenure.roles.subteam import child_plan, nested_spend, sub_leader
+from tenure.store import Store, TaskRecord, open_store
 
 PARENT = "acme/research"
 CHILD = "acme/research/pricing"
@@ -113,10 +114,17 @@ def test_child_plan_comes_from_the_register_spec(store: Store) -> None:
 class Tree:
     """A parent leader, sub-leader candidates and child workers as threads."""
 
-    def __init__(self, store: Store, tmp_path: Path, plan: Plan, sub_leaders: int = 2) -> None:
+    def __init__(
+        self,
+        store: Store,
+        tmp_path: Path,
+        plan: Plan,
+        sub_leaders: int = 2,
+        executor: Counting | None = None,
+    ) -> None:
         self.store = store
         self.plan = plan
-        self.executor = Counting()
+        self.executor = executor or Counting()
         self.stop = threading.Event()
         self.members: list[Follower] = []
         for n in range(1, sub_leaders + 1):
@@ -308,3 +316,48 @@ def test_the_nested_example_plan_loads() -> None:
         "acme/research/pricing",
         "acme/research/survey",
     ]
+
+
+class Spending(Counting):
+    """Each child task reports model spend; the parent's tasks report none."""
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        result = super().execute(envelope, ctx)
+        if ctx.team != CHILD:
+            return result
+        usage = {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.01, "calls": 1}
+        return result.model_copy(update={"usage": Spend.model_validate(usage)})
+
+
+def test_the_parent_budget_counts_the_nested_teams_spend(store: Store, tmp_path: Path) -> None:
+    tree = Tree(store, tmp_path, nested(), executor=Spending())
+    assert tree.run() == "finished"
+    pricing = store.get_task(PARENT, "pricing")
+    [entry] = [e for e in pricing.data["spend_log"] if not e.get("kind")]
+    assert (entry["input_tokens"], entry["output_tokens"], entry["calls"]) == (20, 10, 2)
+    assert entry["cost_usd"] == pytest.approx(0.02)
+
+
+def test_nested_spend_is_reported_once_across_attempts() -> None:
+    def record(**spend: float) -> TaskRecord:
+        return TaskRecord(
+            team=CHILD,
+            task_id="x",
+            state="done",
+            version=1,
+            epoch=1,
+            attempt=1,
+            assignee=None,
+            spec={},
+            result=None,
+            reason="",
+            data={"spend_log": [spend]},
+            created_at=0.0,
+            updated_at=0.0,
+        )
+
+    tasks = [record(input_tokens=10, cost_usd=0.5, calls=1)] * 2
+    assert nested_spend(tasks, []) == Spend(input_tokens=20, cost_usd=1.0, calls=2)
+    earlier = [{"attempt": 1, "input_tokens": 20, "cost_usd": 1.0, "calls": 2}]
+    assert nested_spend(tasks, earlier) is None
+    assert nested_spend([], []) is None

@@ -28,6 +28,7 @@ from typing import Any
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor, TaskContext, failed, make_result
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
+from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
 from tenure.roles.follower import Follower, FollowerConfig
 from tenure.roles.leader import Leader, LeaderConfig
@@ -53,7 +54,31 @@ def child_plan(parent_team: str, task_id: str, spec: dict[str, Any]) -> Plan | N
     )
 
 
-def rollup(env: TaskEnvelope, team: str, tasks: list[TaskRecord]) -> TaskResult:
+def nested_spend(tasks: list[TaskRecord], reported: list[dict[str, Any]]) -> Spend | None:
+    """The nested team's model spend not yet reported upward by an earlier attempt."""
+    keys = ("input_tokens", "output_tokens", "cost_usd", "calls", "unpriced")
+    total = dict.fromkeys(keys, 0.0)
+    for task in tasks:
+        for entry in task.data.get("spend_log", []):
+            for key in keys:
+                total[key] += float(entry.get(key, 0))
+    for entry in reported:
+        for key in keys:
+            total[key] -= float(entry.get(key, 0))
+    if not any(total[key] > 0 for key in keys):
+        return None
+    return Spend(
+        input_tokens=max(0, int(total["input_tokens"])),
+        output_tokens=max(0, int(total["output_tokens"])),
+        cost_usd=max(0.0, total["cost_usd"]),
+        calls=max(0, int(total["calls"])),
+        unpriced=max(0, int(total["unpriced"])),
+    )
+
+
+def rollup(
+    env: TaskEnvelope, team: str, tasks: list[TaskRecord], usage: Spend | None = None
+) -> TaskResult:
     """One result for the composite task: the children's states, artifacts and evidence."""
     children: dict[str, Any] = {}
     evidence: list[Any] = []
@@ -73,9 +98,14 @@ def rollup(env: TaskEnvelope, team: str, tasks: list[TaskRecord]) -> TaskResult:
     if waiting:
         reason = f"nested team {team}: not done: {', '.join(waiting)}"
         return make_result(
-            env, "failed", artifact=artifact, evidence=evidence, notes={"uncertain": [reason]}
+            env,
+            "failed",
+            artifact=artifact,
+            evidence=evidence,
+            notes={"uncertain": [reason]},
+            usage=usage,
         )
-    return make_result(env, "completed", artifact=artifact, evidence=evidence)
+    return make_result(env, "completed", artifact=artifact, evidence=evidence, usage=usage)
 
 
 @dataclass
@@ -129,7 +159,10 @@ class TeamExecutor:
             watcher.join(timeout=5)
         if outcome != "finished" or self._superseded(ctx, envelope):
             return failed(envelope, f"stopped leading {plan.team}: the attempt was superseded")
-        return rollup(envelope, plan.team, self.store.tasks(plan.team))
+        # the parent's budgets count the nested team's spend, once across attempts
+        children = self.store.tasks(plan.team)
+        reported = self.store.get_task(ctx.team, envelope.task_id).data.get("spend_log", [])
+        return rollup(envelope, plan.team, children, nested_spend(children, reported))
 
     def _watch(self, ctx: TaskContext, env: TaskEnvelope, stop: threading.Event) -> None:
         """Stop leading the child team once the parent attempt is no longer ours."""
