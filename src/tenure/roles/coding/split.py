@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tenure.protocol import CommandCheck, Plan, PlanTask
 from tenure.protocol.errors import ProtocolError
+from tenure.roles.coding.scope import in_scope, merge_order
 from tenure.roles.planner import Artifact, Planner
 
 Split = Callable[[PlanTask, list[str]], list[PlanTask]]
@@ -41,8 +42,6 @@ class PlannerSplit:
 def split_plan(plan: Plan, parent_id: str, parts: list[PlanTask]) -> tuple[Plan, str]:
     """The plan with ``parent_id`` replaced by ``parts``, and the id of the last part.
     ProtocolError (naming what is wrong) when the parts cannot stand in for it."""
-    from tenure.roles.coding.leader import in_scope, merge_order  # no import cycle
-
     parent = plan.task(parent_id)
     if len(parts) < 2:
         raise ProtocolError("split", f"at least 2 parts for {parent_id!r}, got {len(parts)}")

@@ -1,0 +1,65 @@
+"""A coding run's input and outcome, and the preflight that refuses bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tenure.executors import git
+from tenure.executors.agent_cli import AgentCLI
+from tenure.executors.worktrees import exclude_tenure_dir
+from tenure.protocol import Plan, PlanTask
+from tenure.protocol.errors import ConfigError
+from tenure.protocol.ids import check_task_id
+from tenure.roles.coding.scope import check_tasks
+from tenure.verify.checks import Verdict
+
+
+@dataclass
+class CodingConfig:
+    repo: Path
+    plan: Plan
+    agent: AgentCLI
+    workers: int = 2
+    run_id: str | None = None  # None: a new run named after the time
+    port_first: int = 20000
+    check_installed: bool = True
+    # split(task, failures) -> parts, tried once before the inbox (see coding.split)
+    splitter: Callable[[PlanTask, list[str]], list[PlanTask]] | None = None
+
+
+@dataclass
+class CodingOutcome:
+    run: str
+    done: bool
+    integration_branch: str
+    integration_worktree: Path
+    states: dict[str, str]
+    reason: str = ""
+    final_checks: list[Verdict] = field(default_factory=list)
+
+
+def new_run_id() -> str:
+    return "run-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def preflight(config: CodingConfig) -> Path:
+    """Refuse bad input before any worktree exists; return the repository root."""
+    root = git.repo_root(config.repo)
+    if config.run_id is not None:
+        check_task_id(config.run_id, "run")
+    integration = f"tenure/{config.run_id}/integration" if config.run_id else ""
+    resuming = bool(integration) and git.branch_exists(root, integration)
+    if not resuming:
+        exclude_tenure_dir(root)
+        git.require_clean(root)
+        if not git.ok(root, "rev-parse", "--verify", "HEAD"):
+            raise ConfigError(f"{root} has no commit yet; commit something first")
+    if config.check_installed:
+        config.agent.check_installed()
+    if config.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {config.workers}")
+    check_tasks(root, config.plan)
+    return root
