@@ -184,8 +184,10 @@ class Conductor:
         for t in tasks:
             if t.state in ("queued", "running") and t.assignee in load:
                 load[t.assignee] += 1
-        sent = False
+        sent, now = False, self.store.now()  # one clock read per round (a round trip on Redis)
         for task in tasks:
+            if not any(n < 1 for n in load.values()):
+                break  # every worker is busy: nothing more can be dispatched this round
             if (
                 task.state != "queued"
                 or task.assignee
@@ -194,7 +196,7 @@ class Conductor:
                 or not set(task.spec.get("depends_on", [])) <= done
             ):
                 continue
-            stop = budget.stop_reason(task, tasks, self.store.now())
+            stop = budget.stop_reason(task, tasks, now)
             if stop:
                 self.reviewer.fail(task, stop)
                 continue
@@ -202,7 +204,7 @@ class Conductor:
             if worker is None:
                 continue
             attempt = task.attempt + 1
-            data = {**task.data, "dispatched_at": self.store.now()}
+            data = {**task.data, "dispatched_at": now}
             record = self.store.transition(
                 self.team,
                 task.task_id,
