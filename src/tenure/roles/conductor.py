@@ -15,6 +15,7 @@ from typing import Any
 from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
 from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.roles import budget, quorum
+from tenure.roles.register_view import RegisterView
 from tenure.roles.review import Reviewer
 from tenure.roles.split import settle_splits
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
@@ -57,6 +58,7 @@ class Conductor:
         self.stale_grace = stale_grace
         self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
         self._idle_view: list[TaskRecord] | None = None
+        self.view = RegisterView(store, team)
         self.reviewer = Reviewer(
             store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter, trust=trust
         )
@@ -105,11 +107,11 @@ class Conductor:
         """One round of results, supervision and dispatch; True if anything happened."""
         self.epoch()  # a leader past its own deadline stops here, before any action
         busy = self.drain()
-        tasks = self.store.tasks(self.team)  # one read of the register per round
+        tasks = self.view.tasks()  # the register, re-reading only what changed
         if self.supervise(tasks):
-            busy, tasks = True, self.store.tasks(self.team)
+            busy, tasks = True, self.view.tasks()
         if any(quorum.held_back(t) for t in tasks) and quorum.tick(self):
-            busy, tasks = True, self.store.tasks(self.team)
+            busy, tasks = True, self.view.tasks()
         busy |= self.dispatch(tasks)
         self._idle_view = None if busy else tasks
         return busy
