@@ -62,10 +62,13 @@ def team_table(store: Store, team: str) -> Table:
         caption_justify="left",
     )
     tasks = store.tasks(team)
-    spent = any(t.data.get("spend_log") for t in tasks)  # model work: show what it cost
+    # model work: show what it cost (a team of scripts or commands records no tokens)
+    spent = any(
+        e.get("calls") or e.get("cost_usd") for t in tasks for e in t.data.get("spend_log", [])
+    )
     columns = ("task", "state", "attempt", "assignee", "age", *(("spend",) * spent), "reason")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column == "task")
     states: dict[str, str] = {t.task_id: t.state for t in tasks}
     for task in sorted_tasks(tasks):
         style = _STATE_STYLE.get(task.state, "")
