@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -296,3 +296,32 @@ def command_line() -> str:
 
 def _quote(arg: str) -> str:
     return arg if arg and all(c.isalnum() or c in "-_./:=," for c in arg) else repr(arg)
+
+
+def report_end(
+    console: Any,
+    started: float,
+    args: Any,
+    *,
+    benchmark: str,
+    host: Any,
+    store_kind: str,
+    results: dict[str, Any],
+) -> None:
+    """The closing line every benchmark prints, and its JSON record with ``--json``."""
+    load_end = os.getloadavg()
+    console.print(
+        f"total bench time {time.monotonic() - started:.0f} s, load average at end "
+        + ", ".join(f"{x:.2f}" for x in load_end)
+    )
+    if args.json:
+        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        record = {
+            "benchmark": benchmark,
+            "command": command_line(),
+            "machine": asdict(host),
+            "loadavg_at_end": load_end,
+            "config": config,
+            "store": store_kind,
+        }
+        write_json(args.json, {**record, **results})

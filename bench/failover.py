@@ -39,15 +39,14 @@ from _common import (
     RunDir,
     Stores,
     bench_root,
-    command_line,
     fmt,
     is_transition,
     machine,
     median,
+    report_end,
     spawn_member,
     unique_team,
     wait_for,
-    write_json,
 )
 from tenure.console.processes import stop_all
 from tenure.store import Event, Store, open_store
@@ -383,27 +382,15 @@ def main() -> None:
     summary = summarize(runs, args.ttl)
     n_ok = sum(r.ok for r in runs)
     print_summary(summary, args.ttl, n_ok, len(runs))
-    load_end = os.getloadavg()
-    console.print(
-        f"total bench time {time.monotonic() - started:.0f} s, load average at end "
-        + ", ".join(f"{x:.2f}" for x in load_end)
+    report_end(
+        console,
+        started,
+        args,
+        benchmark="failover",
+        host=host,
+        store_kind=stores.kind,
+        results={"summary": summary, "runs": [asdict(r) for r in runs]},
     )
-    if args.json:
-        write_json(
-            args.json,
-            {
-                "benchmark": "failover",
-                "command": command_line(),
-                "machine": asdict(host),
-                "loadavg_at_end": load_end,
-                "config": {
-                    k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                },
-                "store": stores.kind,
-                "summary": summary,
-                "runs": [asdict(r) for r in runs],
-            },
-        )
     if n_ok < len(runs):
         raise SystemExit(1)
 

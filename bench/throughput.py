@@ -45,15 +45,14 @@ from _common import (
     all_events,
     bench_root,
     check_alive,
-    command_line,
     fmt,
     is_transition,
     machine,
     median,
+    report_end,
     spawn_member,
     unique_team,
     wait_for,
-    write_json,
 )
 from tenure.console.processes import stop_all
 from tenure.coord import LeaseTiming
@@ -348,27 +347,15 @@ def main() -> None:
         console.print(f"logs and stores of the failed runs are kept in {root}")
     rows = summarize(samples)
     print_summary(rows, args.tasks, args.rounds, stores.kind)
-    load_end = os.getloadavg()
-    console.print(
-        f"total bench time {time.monotonic() - started:.0f} s, load average at end "
-        + ", ".join(f"{x:.2f}" for x in load_end)
+    report_end(
+        console,
+        started,
+        args,
+        benchmark="throughput",
+        host=host,
+        store_kind=stores.kind,
+        results={"summary": rows, "samples": [asdict(s) for s in samples]},
     )
-    if args.json:
-        write_json(
-            args.json,
-            {
-                "benchmark": "throughput",
-                "command": command_line(),
-                "machine": asdict(host),
-                "loadavg_at_end": load_end,
-                "config": {
-                    k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                },
-                "store": stores.kind,
-                "summary": rows,
-                "samples": [asdict(s) for s in samples],
-            },
-        )
     if not all(s.ok for s in samples):
         raise SystemExit(1)
 
