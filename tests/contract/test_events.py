@@ -158,3 +158,20 @@ def test_teams_includes_a_team_with_only_messages_or_events(store: Store) -> Non
     store.send("team-m", "q", {"i": 1})
     store.append_event("team-e", "note", {})
     assert {"team-m", "team-e"} <= set(store.teams())
+
+
+def test_last_event_seq_is_the_newest_event_of_that_team_only(store: Store) -> None:
+    assert store.last_event_seq(TEAM) == 0
+    mine = [store.append_event(TEAM, "k", {"i": i}) for i in range(3)]
+    theirs = store.append_event(OTHER_TEAM, "k", {})
+    assert store.last_event_seq(TEAM) == mine[-1] == store.events(TEAM)[-1].seq
+    assert store.last_event_seq(OTHER_TEAM) == theirs
+    assert store.last_event_seq("nobody") == 0
+
+
+def test_last_event_seq_of_the_base_class_pages_through_the_log(store: Store) -> None:
+    """The contract's fallback (for stores without an index) agrees with the backend's."""
+    for i in range(1003):
+        store.append_event(TEAM, "k", {"i": i})
+    assert Store.last_event_seq(store, TEAM) == store.last_event_seq(TEAM)
+    assert store.last_event_seq(TEAM) == store.events(TEAM, after=1000)[-1].seq

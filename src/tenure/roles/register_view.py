@@ -65,14 +65,8 @@ class RegisterView:
                 return list(changed)
 
     def _last_seq(self) -> int:
-        """The newest event's seq, paging through the log once (at start-up)."""
-        after = self._after or 0
+        """The newest event's seq (one indexed read, however long the log)."""
         try:
-            while True:
-                events = self.store.events(self.team, after=after, limit=PAGE)
-                if events:
-                    after = events[-1].seq
-                if len(events) < PAGE:
-                    return after
+            return self.store.last_event_seq(self.team)
         except TenureError:
-            return after
+            return self._after or 0

@@ -241,6 +241,20 @@ class Store(ABC):
     def events(self, team: str | None = None, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order (all teams when ``team`` is None)."""
 
+    def last_event_seq(self, team: str) -> int:
+        """The seq of the team's newest event, 0 if it has none.
+
+        A reader that follows the log (a leader's register view) starts here instead
+        of paging through the whole history; backends answer from an index.
+        """
+        after = 0
+        while True:
+            page = self.events(team, after=after, limit=1000)
+            if page:
+                after = page[-1].seq
+            if len(page) < 1000:
+                return after
+
     @abstractmethod
     def teams(self) -> list[str]:
         """Every team this store has state for."""

@@ -109,6 +109,11 @@ class MessagesMixin(RedisBase):
         reply = self._run("events", team or "", [key], [start, int(limit)])
         return [_event(row[0], row[1::2], row[2::2]) for row in json.loads(reply[1])]
 
+    def last_event_seq(self, team: str) -> int:
+        with self._translated():
+            newest = self.client.xrevrange(self.keys.team(team, "events"), count=1)
+        return int(str(newest[0][0]).split("-", 1)[0]) if newest else 0
+
     def teams(self) -> list[str]:
         with self._translated():
             names = self.client.smembers(self.keys.teams)

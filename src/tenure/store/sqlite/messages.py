@@ -131,6 +131,10 @@ class MessagesMixin(SQLiteBase):
             for r in rows
         ]
 
+    def last_event_seq(self, team: str) -> int:
+        rows = self.db.read("SELECT MAX(seq) FROM events WHERE team = ?", (team,))
+        return int(rows[0][0] or 0)
+
     def teams(self) -> list[str]:
         return [row[0] for row in self.db.read("SELECT team FROM teams ORDER BY team")]
 
