@@ -7,7 +7,9 @@ fix (write the fix), lie (change nothing, claim the tests pass), outside (fix an
 also touch a file outside the scope), conflict (write ``shared.py`` with this task's
 id), append (append this task's line to ``shared.py``), hang (sleep past any
 deadline), die (write half a change, then kill itself), switch (fix, then check out
-another branch), selfcommit (fix and commit it itself, as aider does).
+another branch), selfcommit (fix and commit it itself, as aider does), qa (fix only once the task
+file's Q&A section says "return 1": an answer from the operator), waitfor (wait until
+the file ``spec["path"]`` exists, then fix).
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def main() -> None:
         target.write_text("def value():\n    return 1\n")
         git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
         subprocess.run([*git, "commit", "-qam", "agent's own commit"], check=True)
+    elif mode == "qa":
+        answers = task_file.read_text().partition("Questions and answers")[2]
+        if "return 1" in answers:
+            target.write_text("def value():\n    return 1\n")
+    elif mode == "waitfor":
+        deadline = time.monotonic() + 120
+        while not Path(spec["path"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        target.write_text("def value():\n    return 1\n")
     elif mode == "sleep":
         time.sleep(float(spec.get("seconds", 0.5)))
         target.write_text("def value():\n    return 1\n")

@@ -16,6 +16,7 @@ from tenure.executors.worktrees import TENURE_DIR, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.roles.coding import CodingConfig, CodingLeader
 from tenure.roles.coding.leader import check_tasks, overlapping_scopes
+from tenure.roles.coding.register import DEFAULT_LEASE_TTL, RunLeased, team_for
 from tenure.roles.coding.replan import ReplanRequest, live_leader
 
 RepoOption = Annotated[
@@ -46,10 +47,26 @@ def code(
             "--share-home", help="Let the agent use your HOME/config (its login) per attempt."
         ),
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            "-s",
+            envvar="TENURE_STORE",
+            help="The run's state database: sqlite:///PATH (default REPO/.tenure/state.db) "
+            "or redis://HOST:PORT/DB. The run is the team code/RUN there.",
+            show_default=False,
+        ),
+    ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
+    ] = DEFAULT_LEASE_TTL,
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt, checks run by the
     leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
-    order. Files: .tenure/runs/RUN/ on that branch.
+    order. Files: .tenure/runs/RUN/ on that branch; state: the team code/RUN in the store
+    (`tenure status --team code/RUN`, `tenure inbox`, `tenure answer --team code/RUN`).
 
     Example: `tenure code plan.yaml --repo ~/src/app --agent claude --workers 3 --share-home`
     """
@@ -70,9 +87,16 @@ def code(
             workers=workers,
             run_id=run_id,
             splitter=splitter,
+            store_url=store,
+            lease_ttl=lease_ttl,
         )
     )
-    if git.branch_exists(leader.root, leader.integration):
+    resuming = git.branch_exists(leader.root, leader.integration)
+    try:
+        epoch = leader.claim()  # refused here, before anything is written, if the run is led
+    except RunLeased as exc:
+        raise fail(str(exc)) from None
+    if resuming:
         out.print(
             f"resuming {leader.run_id}: its plan is its own plan.md "
             "(change it with tenure replan, not with PLAN)",
@@ -81,7 +105,8 @@ def code(
     for warning in overlapping_scopes(plan):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
-        f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}",
+        f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}; "
+        f"team {team_for(leader.run_id)} in {escape(leader.register.url)} (epoch {epoch})",
         soft_wrap=True,
     )
     outcome = leader.run()

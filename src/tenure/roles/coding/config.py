@@ -28,6 +28,9 @@ class CodingConfig:
     check_installed: bool = True
     # split(task, failures) -> parts, tried once before the inbox (see coding.split)
     splitter: Callable[[PlanTask, list[str]], list[PlanTask]] | None = None
+    # the run's state database (see coding.register); None: REPO/.tenure/state.db
+    store_url: str | None = None
+    lease_ttl: float = 10.0  # seconds; the leader renews it every ttl * 0.3
 
 
 @dataclass
@@ -61,5 +64,7 @@ def preflight(config: CodingConfig) -> Path:
         config.agent.check_installed()
     if config.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {config.workers}")
+    if config.lease_ttl <= 0:
+        raise ConfigError(f"--lease-ttl must be positive, got {config.lease_ttl:g}")
     check_tasks(root, config.plan)
     return root

@@ -1,13 +1,17 @@
 """The coding leader's state (the plan, the status rows, the run's worktrees and folder) and
-what changes the rows: readiness, blocked dependents, a failed attempt, a split."""
+what changes the rows: readiness, blocked dependents, a failed attempt, a split; and the
+fenced commit every change goes through."""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+from tenure.coord import LeaseTiming
 from tenure.executors import git
 from tenure.executors.worktrees import TENURE_DIR, Worktrees
 from tenure.protocol import PlanTask
+from tenure.protocol.errors import LeaseLost
 from tenure.roles.coding.config import CodingConfig, new_run_id, preflight
 from tenure.roles.coding.files import (
     BLOCKED,
@@ -19,6 +23,7 @@ from tenure.roles.coding.files import (
     StatusRow,
     now,
 )
+from tenure.roles.coding.register import RunRegister, default_store_url
 from tenure.roles.coding.scope import check_tasks, merge_order
 from tenure.roles.coding.split import split_plan
 
@@ -40,11 +45,50 @@ class LeaderCore:
         self.order = merge_order(self.plan)
         self.cancels: dict[str, threading.Event] = {}
         self.cancel_reason = ""
+        url = config.store_url or default_store_url(self.root)
+        self.register = RunRegister(url, self.run_id, LeaseTiming(ttl=config.lease_ttl))
+        self.tip: str | None = None  # the integration commit this leader made last
+        self._rebuild = False  # the store had no register for a run git has
+
+    def _fence(self) -> int:
+        """The epoch to act under. ``LeaseLost`` once this leader's lease deadline passed,
+        or when the integration branch moved under it (another leader committed)."""
+        epoch = self.register.fence()
+        if self.tip is not None and git.head(self.int_path) != self.tip:
+            raise LeaseLost(
+                f"run {self.run_id}: {self.integration} moved under this leader (epoch "
+                f"{epoch}); another leader took over"
+            )
+        return epoch
 
     def _commit(self, message: str) -> None:
+        """Commit the run folder, fenced, then mirror the rows into the register."""
+        epoch = self._fence()
+        if self.rows:  # always this leader's rows, whatever else wrote the file
+            self.folder.write_status(self.rows)
         # only the run folder (even where the repository ignores .tenure/): what the
         # final checks leave in the integration worktree is never committed
-        git.commit_all(self.int_path, message, only=[str(self.folder.rel)])
+        git.commit_all(
+            self.int_path, f"{message}\n\nTenure-Epoch: {epoch}", only=[str(self.folder.rel)]
+        )
+        self.tip = git.head(self.int_path)
+        self.register.sync(self.rows, self._spec_for)
+
+    def _event(self, kind: str, **data: Any) -> None:
+        self.register.event(kind, data)
+
+    def _spec_for(self, task_id: str) -> dict[str, Any]:
+        """What the register shows of a task: its goal, scope and dependencies."""
+        if task_id not in {t.id for t in self.plan.tasks}:
+            return {"kind": "coding", "run": self.run_id}
+        task = self.plan.task(task_id)
+        return {
+            "kind": "coding",
+            "run": self.run_id,
+            "goal": task.goal,
+            "scope": list(task.scope),
+            "depends_on": list(task.depends_on),
+        }
 
     def _ready(self) -> list[PlanTask]:
         ready = []
@@ -75,6 +119,20 @@ class LeaderCore:
                     )
                     changed = True
         # written with the next commit
+
+    def _unblock_dependents(self) -> None:
+        """Blocked tasks whose dependencies no longer need the operator wait again."""
+        changed = True
+        while changed:
+            changed = False
+            for task in self.plan.tasks:
+                row = self.rows[task.id]
+                stuck = (NEEDS_OPERATOR, BLOCKED)
+                if row.state == BLOCKED and all(
+                    self.rows[d].state not in stuck for d in task.depends_on
+                ):
+                    row.state, row.reason, row.updated_at = PENDING, "", now()
+                    changed = True
 
     def _after_failure(self, task: PlanTask, row: StatusRow, reason: str) -> None:
         first = reason.strip().splitlines()[0] if reason.strip() else "failed"

@@ -66,6 +66,7 @@ class RunFolder:
         self.run = run
         self.rel = RUNS_DIR / run
         self.path = worktree / self.rel
+        self.epoch = 0  # the leader's epoch, written into status.yml
 
     def task_file(self, task_id: str, root: Path | None = None) -> Path:
         return (root or self.worktree) / self.rel / "tasks" / f"{task_id}.md"
@@ -194,6 +195,18 @@ class RunFolder:
             f"### Leader's acceptance\n\n{verdicts.rstrip()}\n\n"
         )
 
+    def append_answer(self, task_id: str, question: str, answer: str) -> None:
+        """An operator's answer, at the end of the task file (the Q&A section is last)."""
+        path = self.task_file(task_id)
+        body = path.read_text() if path.exists() else f"# Task {task_id}\n\n{QA_HEADING}\n\n"
+        if QA_HEADING not in body:
+            body += f"\n{QA_HEADING}\n\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"{body.rstrip()}\n\n### Q ({now()})\n\n{question.strip() or '(no question)'}\n\n"
+            f"**A (operator):** {answer.strip()}\n"
+        )
+
     def append_inbox(self, task_id: str, reason: str) -> None:
         path = self.path / "inbox.md"
         old = path.read_text() if path.exists() else "# Operator inbox\n\n"
@@ -203,9 +216,22 @@ class RunFolder:
 
     def write_status(self, rows: dict[str, StatusRow]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        data: dict[str, Any] = {"run": self.run, "tasks": [asdict(r) for r in rows.values()]}
+        data: dict[str, Any] = {"run": self.run}
+        if self.epoch:  # the writer's fencing epoch: the next leader claims above it
+            data["epoch"] = self.epoch
+        data["tasks"] = [asdict(r) for r in rows.values()]
         self.status_file.write_text(yaml.safe_dump(data, sort_keys=False))
 
     def read_status(self) -> dict[str, StatusRow]:
-        data = yaml.safe_load(self.status_file.read_text()) or {}
-        return {row["id"]: StatusRow(**row) for row in data.get("tasks", [])}
+        return parse_status(self.status_file.read_text())
+
+
+def parse_status(text: str) -> dict[str, StatusRow]:
+    data = yaml.safe_load(text) or {}
+    return {row["id"]: StatusRow(**row) for row in data.get("tasks", [])}
+
+
+def status_epoch(text: str) -> int:
+    """The fencing epoch of the leader that wrote this status.yml (0 before there was one)."""
+    data = yaml.safe_load(text) or {}
+    return int(data.get("epoch", 0))

@@ -19,15 +19,20 @@ class LeaderIntegration(LeaderCore):
                 continue
             if row.state != ACCEPTED:
                 return  # plan order: a later task waits for the earlier one
+            epoch = self._fence()
             merged, report = git.merge(
-                self.int_path, row.branch, f"tenure: merge {task_id} ({row.branch})"
+                self.int_path,
+                row.branch,
+                f"tenure: merge {task_id} ({row.branch})\n\nTenure-Epoch: {epoch}",
             )
             task = self.plan.task(task_id)
             row.updated_at = now()
             if merged:
+                self.tip = git.head(self.int_path)  # this leader's own merge commit
                 row.state, row.merged_branch = MERGED, row.branch
                 self.folder.write_status(self.rows)
                 self._commit(f"tenure: {task_id} merged")
+                self._event("merged", task_id=task_id, branch=row.branch, attempt=row.attempt)
                 continue
             text = (
                 f"{report}\nRedo the task on top of the integration branch; "
@@ -37,6 +42,8 @@ class LeaderIntegration(LeaderCore):
             self._after_failure(task, row, report)
             self.folder.write_status(self.rows)
             self._commit(f"tenure: {task_id} conflicts with the integration branch")
+            first = report.splitlines()[0] if report else "conflict"
+            self._event("conflict", task_id=task_id, attempt=row.attempt, reason=first[:300])
 
     def _finish(self, *, stopped: bool) -> CodingOutcome:
         self._block_dependents()
@@ -66,6 +73,7 @@ class LeaderIntegration(LeaderCore):
             )
             self.folder.append_changelog(("done: " if done else "not done: ") + reason[:500])
             self._commit("tenure: run " + ("done" if done else "failed integration checks"))
+        self._event("finished", done=done, reason=reason[:500])
         return CodingOutcome(
             self.run_id, done, self.integration, self.int_path, states, reason, verdicts
         )

@@ -3,7 +3,9 @@ checks the leader runs itself in that worktree, enforce scope, merge in plan ord
 
 Every step is committed to the run's integration branch ``tenure/<run>/integration``
 (dispatch → task file + status row; return → results file + status row; merge), so
-``status.yml`` in git is the state and a killed run resumes from it.
+``status.yml`` in git is the state and a killed run resumes from it. The leader holds
+the run's lease in a Tenure store (``register``) and checks it before every step: one
+that lost it stops and exits without writing.
 
 The leader is built up in layers, one module each: ``core`` (state and row changes),
 ``integration`` (merging in plan order, the final checks), ``resume`` (opening and
@@ -19,7 +21,7 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from tenure.protocol import PlanTask
-from tenure.protocol.errors import TenureError
+from tenure.protocol.errors import LeaseLost, StaleEpoch, TenureError
 from tenure.roles.coding.attempt import Attempt, AttemptReturn, run_attempt
 from tenure.roles.coding.config import CodingConfig, CodingOutcome, new_run_id, preflight
 from tenure.roles.coding.files import ACCEPTED, CANCELLED, FINISHED, RUNNING, now
@@ -52,57 +54,36 @@ class CodingLeader(LeaderResume):
 
     def run(self, stop: threading.Event | None = None) -> CodingOutcome:
         stop = stop or threading.Event()
-        self._open()
+        self.claim()
         pid_file = self.attempts_dir / PID_FILE
-        pid_file.parent.mkdir(parents=True, exist_ok=True)
-        pid_file.write_text(f"{os.getpid()}\n")
         try:
+            self._open()
+            self._take_answers()
+            pid_file.parent.mkdir(parents=True, exist_ok=True)
+            pid_file.write_text(f"{os.getpid()}\n")
             return self._loop(stop)
+        except (LeaseLost, StaleEpoch) as exc:
+            return self._lost(exc)
         finally:
             pid_file.unlink(missing_ok=True)
+            self.register.release()
+
+    def _lost(self, exc: TenureError) -> CodingOutcome:
+        """The lease is gone: write nothing more (the new leader owns the run) and say so."""
+        self.register.lost(str(exc))
+        states = {k: r.state for k, r in self.rows.items()}
+        reason = f"stopped: this leader lost the lead of {self.register.team} ({exc})"
+        return CodingOutcome(self.run_id, False, self.integration, self.int_path, states, reason)
 
     def _loop(self, stop: threading.Event) -> CodingOutcome:
         running: dict[Future[AttemptReturn], Attempt] = {}
         with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
-            while not stop.is_set():
-                try:
-                    request = ReplanRequest.read(self.attempts_dir)
-                except (ValueError, KeyError, TypeError) as exc:  # unreadable: refuse it
-                    self.folder.append_changelog(f"replan refused (unreadable request): {exc}")
-                    self._commit("tenure: replan refused")
-                    (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
-                    continue
-                if request is None:  # a pending replan freezes dispatch
-                    self._block_dependents()
-                    for task in self._ready():
-                        if not self.free_slots:
-                            break
-                        attempt = self._dispatch(task)
-                        running[pool.submit(self._work, attempt)] = attempt
-                elif request.cancel_running:
-                    self.cancel_reason = request.reason
-                    for attempt in running.values():
-                        self.cancels[attempt.task.id].set()
-                self._merge_in_order()
-                if not running:
-                    if request is not None:
-                        try:
-                            self._apply_replan(request)
-                        except TenureError as exc:  # a bad replan never ends the run
-                            self.folder.append_changelog(f"replan refused: {exc}")
-                            self._commit("tenure: replan refused")
-                        (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
-                        continue
-                    if all(self.rows[t.id].state in FINISHED for t in self.plan.tasks):
-                        break
-                    if not self._ready():
-                        break
-                    continue
-                done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    attempt = running.pop(future)
-                    self.free_slots.append(attempt.slot)
-                    self._returned(attempt, future)
+            try:
+                self._steps(stop, pool, running)
+            except (LeaseLost, StaleEpoch):
+                for attempt in running.values():  # their work stays on their branches
+                    self.cancels[attempt.task.id].set()
+                raise
             if stop.is_set():
                 # end the agents now; their rows stay "running", so a resume salvages
                 # what they left and counts them as interrupted
@@ -110,7 +91,59 @@ class CodingLeader(LeaderResume):
                     self.cancels[attempt.task.id].set()
         return self._finish(stopped=stop.is_set())
 
+    def _steps(
+        self,
+        stop: threading.Event,
+        pool: ThreadPoolExecutor,
+        running: dict[Future[AttemptReturn], Attempt],
+    ) -> None:
+        """Dispatch, take returns and answers, merge, apply replans, until nothing is left."""
+        while not stop.is_set():
+            self.register.fence()
+            self._take_answers()
+            try:
+                request = ReplanRequest.read(self.attempts_dir)
+            except (ValueError, KeyError, TypeError) as exc:  # unreadable: refuse it
+                self.folder.append_changelog(f"replan refused (unreadable request): {exc}")
+                self._commit("tenure: replan refused")
+                (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
+                continue
+            if request is None:  # a pending replan freezes dispatch
+                self._block_dependents()
+                for task in self._ready():
+                    if not self.free_slots:
+                        break
+                    attempt = self._dispatch(task)
+                    running[pool.submit(self._work, attempt)] = attempt
+            elif request.cancel_running:
+                self.cancel_reason = request.reason
+                for attempt in running.values():
+                    self.cancels[attempt.task.id].set()
+            self._merge_in_order()
+            if not running:
+                if request is not None:
+                    try:
+                        self._apply_replan(request)
+                    except (LeaseLost, StaleEpoch):
+                        raise
+                    except TenureError as exc:  # a bad replan never ends the run
+                        self.folder.append_changelog(f"replan refused: {exc}")
+                        self._commit("tenure: replan refused")
+                    (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
+                    continue
+                if all(self.rows[t.id].state in FINISHED for t in self.plan.tasks):
+                    break
+                if not self._ready():
+                    break
+                continue
+            done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                attempt = running.pop(future)
+                self.free_slots.append(attempt.slot)
+                self._returned(attempt, future)
+
     def _dispatch(self, task: PlanTask) -> Attempt:
+        self._fence()
         row = self.rows[task.id]
         row.attempt += 1
         slot = self.free_slots.pop(0)
@@ -124,6 +157,9 @@ class CodingLeader(LeaderResume):
         tree = self.trees.create(task.id, row.attempt, self.integration, slot)
         row.base = tree.base
         self.cancels[task.id] = threading.Event()
+        self._event(
+            "dispatched", task_id=task.id, attempt=row.attempt, worker=row.worker, branch=row.branch
+        )
         return Attempt(task, row.attempt, tree, slot)
 
     def _work(self, attempt: Attempt) -> AttemptReturn:
@@ -138,6 +174,7 @@ class CodingLeader(LeaderResume):
         )
 
     def _returned(self, attempt: Attempt, future: Future[AttemptReturn]) -> None:
+        self._fence()
         task = attempt.task
         row = self.rows[task.id]
         try:
@@ -156,6 +193,7 @@ class CodingLeader(LeaderResume):
             row.history.append(f"attempt {row.attempt}: {why}"[:250])
             self.folder.write_status(self.rows)
             self._commit(f"tenure: {task.id} attempt {attempt.number} cancelled")
+            self._event("cancelled", task_id=task.id, attempt=attempt.number, reason=why)
             return
         if back.accepted:
             row.state, row.reason = ACCEPTED, ""
@@ -165,3 +203,5 @@ class CodingLeader(LeaderResume):
         self.folder.write_status(self.rows)
         verb = "accepted" if back.accepted else "rejected"
         self._commit(f"tenure: {task.id} attempt {attempt.number} {verb}")
+        first = back.reason.strip().splitlines()[0][:300] if back.reason.strip() else ""
+        self._event(verb, task_id=task.id, attempt=attempt.number, now=row.state, reason=first)

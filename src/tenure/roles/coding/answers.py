@@ -1,0 +1,41 @@
+"""The operator's answers: ``tenure answer --team code/RUN TASK TEXT`` re-queues the task's
+register record with the answer in ``data.qa``; the leader takes it from there into the
+task file's append-only Q&A section (committed) and gives the task fresh attempts."""
+
+from __future__ import annotations
+
+from tenure.roles.coding.files import NEEDS_OPERATOR, PENDING, now
+from tenure.roles.coding.integration import LeaderIntegration
+
+
+class LeaderAnswers(LeaderIntegration):
+    def _take_answers(self) -> list[str]:
+        """Take every answer not yet in a task file; returns the tasks answered."""
+        found = self.register.answers()
+        if not found:
+            return []
+        self._fence()
+        answered: list[str] = []
+        for task_id, entries in found.items():
+            row = self.rows.get(task_id)
+            self.register.taken(task_id, self.register.qa_seen.get(task_id, 0) + len(entries))
+            if row is None:
+                continue  # a record of no task in this run: nothing to hand it to
+            for entry in entries:
+                question = str(entry.get("question") or row.reason)
+                self.folder.append_answer(task_id, question, str(entry.get("answer", "")))
+                row.history.append(f"answered by the operator: {entry.get('answer', '')}"[:250])
+            if row.state == NEEDS_OPERATOR:
+                # a fresh allowance of attempts, like a replan: earlier ones do not count
+                row.state, row.reason = PENDING, "answered by the operator"
+                row.replanned_at_attempt = row.attempt
+            row.updated_at = now()
+            answered.append(task_id)
+        if not answered:
+            return []
+        self._unblock_dependents()
+        self._commit(f"tenure: operator answered {', '.join(answered)}")
+        for task_id in answered:
+            texts = [str(e.get("answer", "")) for e in found[task_id]]
+            self._event("answered", task_id=task_id, answers=texts, now=self.rows[task_id].state)
+        return answered
