@@ -1,12 +1,16 @@
 """Nested teams with real processes: a parent team whose composite task is led by a
 sub-leader (a ``tenure worker --sub-leader`` of the parent) over its own child team.
 
-- SIGKILL of the sub-leader mid-plan: the other candidate leads the child team at a
-  higher child epoch, adopts it, and the parent gets one result; no child task runs twice.
+- SIGKILL of the sub-leader mid-plan: the other candidate, idle in the parent, wins the
+  child team's election at a higher child epoch and leads it for the SAME parent attempt
+  (the parent moves the attempt to it: attempt 1 throughout, no retry); one result, no
+  child task runs twice.
+- The same with no candidate standing by: after the grace the parent falls back to a
+  new attempt, whose sub-leader adopts the child register.
 - SIGKILL of the top leader while children run: the new parent leader adopts the
   composite task's result; no child task runs twice.
-- SIGSTOP of the sub-leader, a new parent leader meanwhile, SIGCONT: the stale
-  sub-leader's report under its old parent epoch and attempt is refused.
+- SIGSTOP of the sub-leader, a new parent leader meanwhile, SIGCONT: a stand-in has
+  taken the attempt over; the stale sub-leader's report is refused.
 """
 
 from __future__ import annotations
@@ -88,13 +92,14 @@ class Tree:
         }
         return team._spawn(name, "worker", args, env)
 
-    def start(self, leaders: list[tuple[str, int]]) -> Event:
+    def start(self, leaders: list[tuple[str, int]], sub_leaders: int = 2) -> Event:
         for n in (1, 2):
             self.child_worker(f"cw{n}")
         elected = self.team.start(leaders, workers=0)
         self.team.worker("S1", "--sub-leader", sleep="0.1")
         self.team.wait_for("S1 to join", lambda: "S1" in self.team.live_members(), 30)
-        self.team.worker("S2", "--sub-leader", sleep="0.1")
+        if sub_leaders > 1:
+            self.team.worker("S2", "--sub-leader", sleep="0.1")
         return elected
 
     def child_tasks(self) -> list[TaskRecord]:
@@ -142,6 +147,15 @@ class Tree:
         return dict(artifact)
 
 
+def only_attempt(tasks: list[TaskRecord], events: list[Event], assignee: str) -> TaskRecord:
+    """The composite task finished in its first attempt, held last by ``assignee``."""
+    [sub] = [t for t in tasks if t.task_id == "sub"]
+    assert (sub.assignee, sub.attempt) == (assignee, 1), (sub.assignee, sub.attempt)
+    assert sub.data.get("history", []) == []
+    assert of_kind(events, "task.retry", task_id="sub") == []
+    return sub
+
+
 def test_sigkill_of_a_sub_leader_mid_plan(team: Team) -> None:
     tree = Tree(team)
     tree.start([("L1", 10)])
@@ -151,16 +165,46 @@ def test_sigkill_of_a_sub_leader_mid_plan(team: Team) -> None:
     first_epoch = team.store.current_epoch(tree.child)
     team.signal(holder, signal.SIGKILL)
 
-    tasks = tree.settled(60)
+    tasks = tree.settled(90)
     tree.assert_safe(tasks)
     survivor = "S2" if holder == "S1" else "S1"
-    [sub] = [t for t in tasks if t.task_id == "sub"]
-    assert (sub.assignee, sub.attempt) == (survivor, 2)
+    events = team.events()
+    only_attempt(tasks, events, survivor)
+    # the child team elected the stand-in: a higher child epoch, held by the other candidate
     assert team.store.current_epoch(tree.child) > first_epoch
+    claims = of_kind(tree.child_events(), "lease.claimed", holder=survivor)
+    assert claims and all((e.epoch or 0) > first_epoch for e in claims)
     elected = of_kind(tree.child_events(), "leader.elected", leader=survivor)
     assert elected and all((e.epoch or 0) > first_epoch for e in elected)
-    adopted = [e for e in tree.child_events() if e.kind in ("leader.adopted", "leader.elected")]
-    assert adopted
+    assert of_kind(events, "subteam.standing_in", member=survivor, task_id="sub", attempt=1)
+    # the parent moved the same attempt to it (no retry), once
+    [moved] = of_kind(events, "leader.sub_leader_changed", task_id="sub")
+    assert (moved.data["from"], moved.data["to"], moved.data["attempt"]) == (holder, survivor, 1)
+    assert moved.data["child_epoch"] > first_epoch
+
+
+def test_with_no_standby_the_parent_retries_after_the_grace(team: Team) -> None:
+    tree = Tree(team)
+    tree.start([("L1", 10)], sub_leaders=1)
+    team.wait_for("2 child tasks done", lambda: tree.child_done() >= 2, 60)
+    assert tree.child_holder() == "S1" and tree.child_done() < len(CHILDREN)
+    first_epoch = team.store.current_epoch(tree.child)
+    team.signal("S1", signal.SIGKILL)
+    retry = team.wait_event("task.retry", 60, lambda e: e.data.get("task_id") == "sub")
+    team.worker("S2", "--sub-leader", sleep="0.1")  # the next attempt's sub-leader
+
+    tasks = tree.settled(90)
+    tree.assert_safe(tasks)
+    [sub] = [t for t in tasks if t.task_id == "sub"]
+    assert (sub.assignee, sub.attempt) == ("S2", 2)
+    [prior] = sub.data["history"]
+    assert "S1 stopped heartbeating" in prior["failure"]
+    events = team.events()
+    # the parent waited for a stand-in first (a grace after it saw S1 silent), in vain
+    [silent] = of_kind(events, "leader.sub_leader_silent", task_id="sub", assignee="S1")
+    assert silent.seq < retry.seq and retry.at - silent.at >= silent.data["grace"]
+    assert of_kind(events, "leader.sub_leader_changed", task_id="sub") == []
+    assert team.store.current_epoch(tree.child) > first_epoch  # S2 adopted the child team
 
 
 def test_sigkill_of_the_top_leader_while_children_run(team: Team) -> None:
@@ -173,12 +217,13 @@ def test_sigkill_of_the_top_leader_while_children_run(team: Team) -> None:
     second = team.next_election(first, 30)
     assert second.data.get("leader") == "L2"
 
-    tasks = tree.settled(60)
+    tasks = tree.settled(90)
     tree.assert_safe(tasks)
-    [sub] = [t for t in tasks if t.task_id == "sub"]
     # the running child team was not disturbed: same sub-leader, same attempt, same epoch
-    assert (sub.assignee, sub.attempt) == (holder, 1)
+    assert holder is not None
+    only_attempt(tasks, team.events(), holder)
     assert team.store.current_epoch(tree.child) == child_epoch
+    assert of_kind(team.events(), "leader.sub_leader_changed", task_id="sub") == []
 
 
 def test_a_paused_sub_leader_cannot_report_under_its_old_epoch(team: Team) -> None:
@@ -196,11 +241,13 @@ def test_a_paused_sub_leader_cannot_report_under_its_old_epoch(team: Team) -> No
     )
     team.signal(stale, signal.SIGCONT)
 
-    tasks = tree.settled(60)
+    tasks = tree.settled(90)
     tree.assert_safe(tasks)
-    [sub] = [t for t in tasks if t.task_id == "sub"]
-    assert (sub.assignee, sub.attempt) == (survivor, 2)
-    assert sub.epoch is not None and second.epoch is not None
+    # the stand-in took the same attempt over inside the child team
+    only_attempt(tasks, team.events(), survivor)
+    [moved] = of_kind(team.events(), "leader.sub_leader_changed", task_id="sub")
+    assert (moved.data["from"], moved.data["to"]) == (stale, survivor)
+    assert second.epoch is not None
     refused = team.wait_for(
         "the stale sub-leader's report to be refused",
         lambda: of_kind(team.events(), "leader.result_refused", task_id="sub", sender=stale),

@@ -18,6 +18,7 @@ from tenure.roles import budget, quorum
 from tenure.roles.register_view import RegisterView
 from tenure.roles.review import Reviewer
 from tenure.roles.split import settle_splits
+from tenure.roles.subteam_parent import SILENT_GRACE_FACTOR, SubLeaders, dispatch_data, stood_in
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
 from tenure.store import Member, Store, TaskRecord
 from tenure.verify import Trust
@@ -35,6 +36,21 @@ def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
     if plan.policies:  # the team's tie-break policies, for the tasks that disagree
         spec["policies"] = plan.policies
     return spec
+
+
+def plan_settled(tasks: list[TaskRecord]) -> bool:
+    """True when each task is settled, or queued behind a dependency that is
+    itself waiting for a person."""
+    stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
+    grew = True
+    while grew:
+        grew = False
+        for t in tasks:
+            deps = t.spec.get("depends_on", [])
+            if t.task_id not in stuck and t.state == "queued" and stuck.intersection(deps):
+                stuck.add(t.task_id)
+                grew = True
+    return all(t.state not in OPEN_STATES or t.task_id in stuck for t in tasks)
 
 
 class Conductor:
@@ -61,6 +77,9 @@ class Conductor:
         self.view = RegisterView(store, team)
         self.reviewer = Reviewer(
             store, team, epoch, workdir=workdir, on_event=self.event, splitter=splitter, trust=trust
+        )
+        self.sub_leaders = SubLeaders(
+            store, team, epoch, self.event, grace=SILENT_GRACE_FACTOR * stale_grace
         )
 
     # --- taking over ------------------------------------------------------------------
@@ -95,7 +114,10 @@ class Conductor:
                             "attempt": task.attempt,
                         },
                     )
-                    self._send(task, task.assignee)
+                    if not stood_in(task):  # a stand-in sub-leader reports by itself
+                        self._send(task, task.assignee)
+                elif task.state == "running" and task.spec.get("team"):
+                    continue  # a composite task: supervise follows its child team's lease
                 else:
                     self.reviewer.retry(
                         task, "failed", f"worker {task.assignee} left while the leader changed"
@@ -156,9 +178,13 @@ class Conductor:
                 continue
             deadline = task.spec.get("deadline_seconds", 300.0) + self.stale_grace
             started = float(task.data.get("dispatched_at", task.updated_at))
-            if task.assignee not in live:
+            step = self.sub_leaders.follow(task, live, now)  # None unless composite
+            if step == "moved":
+                acted = True
+                continue
+            if task.assignee not in live and step != "waiting":
                 why = f"worker {task.assignee} stopped heartbeating"
-            elif now - started > deadline:
+            elif now - started > deadline:  # the attempt's deadline holds across stand-ins
                 why = f"deadline of {deadline - self.stale_grace:g}s exceeded"
             else:
                 continue
@@ -207,6 +233,8 @@ class Conductor:
                 continue
             attempt = task.attempt + 1
             data = {**task.data, "dispatched_at": now}
+            if task.spec.get("team"):
+                dispatch_data(self.store, self.team, task, data)
             record = self.store.transition(
                 self.team,
                 task.task_id,
@@ -224,20 +252,10 @@ class Conductor:
         return sent
 
     def finished(self) -> bool:
-        """True when no task can make progress without a person: each one is settled,
-        or queued behind a dependency that is itself waiting for a person."""
+        """True when no task can make progress without a person (``plan_settled``)."""
         # the register as the last round saw it, when that round changed nothing
         tasks = self._idle_view if self._idle_view is not None else self.store.tasks(self.team)
-        stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
-        grew = True
-        while grew:
-            grew = False
-            for t in tasks:
-                deps = t.spec.get("depends_on", [])
-                if t.task_id not in stuck and t.state == "queued" and stuck.intersection(deps):
-                    stuck.add(t.task_id)
-                    grew = True
-        return all(t.state not in OPEN_STATES or t.task_id in stuck for t in tasks)
+        return plan_settled(tasks)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
 from tenure.roles import budget
+from tenure.roles.subteam_parent import stale_report
 from tenure.roles.verdicts import run_ladder
 from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import Trust
@@ -52,6 +53,10 @@ class Reviewer:
                     "reason": f"the attempt is assigned to {task.assignee}, not {sender}",
                 },
             )
+            return
+        stale = stale_report(self.store, self.team, task, result) if task.spec.get("team") else None
+        if stale:  # a sub-leader superseded inside its own team, whoever it claims to be
+            self.event("leader.result_refused", {**info, "sender": sender, "reason": stale})
             return
         if result.idempotency_key != current_key or task.state != "running":
             self.event("leader.duplicate_absorbed", {**info, "state": task.state})

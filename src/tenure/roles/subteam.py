@@ -6,36 +6,46 @@ That member's executor, ``TeamExecutor``, runs a ``Leader`` for the nested
 team: it claims the *child* lease (the child's own epoch space), loads the
 nested plan from the parent's register, conducts it, and when the child plan
 is finished returns one result upward whose artifact and evidence roll up the
-children's.
+children's (``roles.subteam_rollup``).
 
-Failover falls out of the machinery already there. If the sub-leader dies, the
-parent retries the composite task on another candidate, whose child leader
-claims the child lease at a higher child epoch and adopts the child register:
-no child task is lost or run again. The upward report goes through the
-follower path, fenced by the parent epoch of the envelope, and is refused by
-the parent unless it answers the current attempt; a sub-leader that finds its
-attempt superseded stops leading the child team at once.
+A sub-leader that dies is replaced inside its own team, for the same parent
+attempt: idle candidates of the parent stand in the child team's election
+(``roles.subteam_standby``) and the parent moves the attempt to the winner
+(``roles.subteam_parent``). Whoever leads the child team for an attempt stops
+at once when the parent attempt is no longer one it may hold, and its report
+names the child epoch it was made under, so a superseded sub-leader's report
+is refused.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tenure.coord import LeaseTiming
-from tenure.executors import Executor, TaskContext, failed, make_result
+from tenure.executors import Executor, TaskContext, failed
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
-from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
+from tenure.roles.conductor import plan_settled
 from tenure.roles.follower import Follower, FollowerConfig
-from tenure.roles.leader import Leader, LeaderConfig
+from tenure.roles.leader import Leader, LeaderConfig, Outcome
+from tenure.roles.subteam_rollup import nested_spend, rollup
+from tenure.roles.subteam_standby import Standby
 from tenure.store import Store, TaskRecord
 from tenure.verify import Trust
 
-__all__ = ["SUBTEAM_CAPABILITY", "TeamExecutor", "child_plan", "rollup", "sub_leader"]
+__all__ = [
+    "SUBTEAM_CAPABILITY",
+    "Attempt",
+    "SubLeader",
+    "TeamExecutor",
+    "child_plan",
+    "nested_spend",
+    "rollup",
+    "sub_leader",
+]
 
 
 def child_plan(parent_team: str, task_id: str, spec: dict[str, Any]) -> Plan | None:
@@ -54,58 +64,15 @@ def child_plan(parent_team: str, task_id: str, spec: dict[str, Any]) -> Plan | N
     )
 
 
-def nested_spend(tasks: list[TaskRecord], reported: list[dict[str, Any]]) -> Spend | None:
-    """The nested team's model spend not yet reported upward by an earlier attempt."""
-    keys = ("input_tokens", "output_tokens", "cost_usd", "calls", "unpriced")
-    total = dict.fromkeys(keys, 0.0)
-    for task in tasks:
-        for entry in task.data.get("spend_log", []):
-            for key in keys:
-                total[key] += float(entry.get(key, 0))
-    for entry in reported:
-        for key in keys:
-            total[key] -= float(entry.get(key, 0))
-    if not any(total[key] > 0 for key in keys):
-        return None
-    return Spend(
-        input_tokens=max(0, int(total["input_tokens"])),
-        output_tokens=max(0, int(total["output_tokens"])),
-        cost_usd=max(0.0, total["cost_usd"]),
-        calls=max(0, int(total["calls"])),
-        unpriced=max(0, int(total["unpriced"])),
-    )
+@dataclass(frozen=True)
+class Attempt:
+    """The parent attempt a child leader works for, and the assignees under which
+    it may go on (itself; for a stand-in also the silent sub-leader it replaces)."""
 
-
-def rollup(
-    env: TaskEnvelope, team: str, tasks: list[TaskRecord], usage: Spend | None = None
-) -> TaskResult:
-    """One result for the composite task: the children's states, artifacts and evidence."""
-    children: dict[str, Any] = {}
-    evidence: list[Any] = []
-    for task in sorted(tasks, key=lambda t: t.task_id):
-        result = task.result or {}
-        children[task.task_id] = {
-            "state": task.state,
-            "attempt": task.attempt,
-            "assignee": task.assignee,
-            "artifact": result.get("artifact"),
-        }
-        if task.state == "done":
-            evidence.extend(result.get("evidence", []))
-    states = Counter(t.state for t in tasks)
-    artifact = {"team": team, "states": dict(sorted(states.items())), "tasks": children}
-    waiting = sorted(t.task_id for t in tasks if t.state != "done")
-    if waiting:
-        reason = f"nested team {team}: not done: {', '.join(waiting)}"
-        return make_result(
-            env,
-            "failed",
-            artifact=artifact,
-            evidence=evidence,
-            notes={"uncertain": [reason]},
-            usage=usage,
-        )
-    return make_result(env, "completed", artifact=artifact, evidence=evidence, usage=usage)
+    team: str
+    task_id: str
+    attempt: int
+    holders: frozenset[str]
 
 
 @dataclass
@@ -128,20 +95,30 @@ class TeamExecutor:
         plan = child_plan(ctx.team, envelope.task_id, spec)
         if plan is None:
             return self.inner.execute(envelope, ctx)
+        bound = Attempt(ctx.team, envelope.task_id, envelope.attempt, frozenset({self.member_id}))
+        ctx.record("subteam.leading", {"task_id": envelope.task_id, "team": plan.team})
+        outcome, epoch = self.lead(plan, bound, ctx.cancelled)
+        if outcome != "finished" or self.superseded(bound):
+            result = failed(envelope, f"stopped leading {plan.team}: the attempt was superseded")
+            # the child epoch goes with it: a report from a superseded term is refused
+            artifact = {"team": plan.team, "team_epoch": epoch}
+            return result.model_copy(update={"artifact": artifact})
+        return self.report(envelope, bound.team, plan.team, epoch)
+
+    def lead(
+        self, plan: Plan, bound: Attempt, cancelled: threading.Event, *, stand_in: bool = False
+    ) -> tuple[Outcome, int]:
+        """Lead the child team until its plan is finished or the attempt is not ours;
+        returns the outcome and the child epoch of the last term."""
         stop = threading.Event()
-        watcher = threading.Thread(
-            target=self._watch,
-            args=(ctx, envelope, stop),
-            daemon=True,
-            name=f"tenure-subteam-watch-{self.member_id}",
-        )
         leader = Leader(
             self.store,
             LeaderConfig(
                 team=plan.team,
                 member_id=self.member_id,
                 timing=self.timing,
-                elect=False,  # the parent chose this member; the child lease still fences it
+                elect=False,  # chosen by the parent or by the stand-in election; fenced anyway
+                exit_when_done=not stand_in,  # a stand-in keeps the lease until handed over
                 state_dir=self.state_dir,
                 workdir=self.workdir,
                 poll_interval=self.poll_interval,
@@ -150,37 +127,98 @@ class TeamExecutor:
             ),
             plan,
         )
-        ctx.record("subteam.leading", {"task_id": envelope.task_id, "team": plan.team})
+        watcher = threading.Thread(
+            target=self._watch,
+            args=(bound, plan.team, stop, cancelled, stand_in),
+            daemon=True,
+            name=f"tenure-subteam-watch-{self.member_id}",
+        )
         watcher.start()
         try:
             outcome = leader.run(stop)
         finally:
             stop.set()
             watcher.join(timeout=5)
-        if outcome != "finished" or self._superseded(ctx, envelope):
-            return failed(envelope, f"stopped leading {plan.team}: the attempt was superseded")
-        # the parent's budgets count the nested team's spend, once across attempts
-        children = self.store.tasks(plan.team)
-        reported = self.store.get_task(ctx.team, envelope.task_id).data.get("spend_log", [])
-        return rollup(envelope, plan.team, children, nested_spend(children, reported))
+        return outcome, leader.memory.highest
 
-    def _watch(self, ctx: TaskContext, env: TaskEnvelope, stop: threading.Event) -> None:
-        """Stop leading the child team once the parent attempt is no longer ours."""
+    def report(self, env: TaskEnvelope, parent: str, team: str, epoch: int) -> TaskResult:
+        """The roll-up; the parent's budgets count the nested spend once across attempts."""
+        children = self.store.tasks(team)
+        reported = self.store.get_task(parent, env.task_id).data.get("spend_log", [])
+        return rollup(env, team, children, nested_spend(children, reported), team_epoch=epoch)
+
+    def _watch(
+        self,
+        bound: Attempt,
+        child: str,
+        stop: threading.Event,
+        cancelled: threading.Event,
+        stand_in: bool,
+    ) -> None:
+        """Stop leading the child team once the parent attempt is no longer ours. A
+        stand-in also stops when another member leads the child team, and when the
+        child plan is settled and the parent has moved the attempt to it."""
         while not stop.wait(self.watch_every):
-            if ctx.cancelled.is_set() or self._superseded(ctx, env):
-                stop.set()
-                return
+            if cancelled.is_set() or self.superseded(bound):
+                break
+            if stand_in and (self._other(child) or self.handed_over(bound, child) is not None):
+                break
+        stop.set()
 
-    def _superseded(self, ctx: TaskContext, env: TaskEnvelope) -> bool:
+    def handed_over(self, bound: Attempt, child: str) -> TaskRecord | None:
+        """The parent task, once it is this member's and the child plan is settled:
+        until then a stand-in keeps the child lease, so the parent sees who leads."""
         try:
-            task = self.store.get_task(ctx.team, env.task_id)
+            task = self.store.get_task(bound.team, bound.task_id)
+            if (task.state, task.attempt, task.assignee) != (
+                "running",
+                bound.attempt,
+                self.member_id,
+            ):
+                return None
+            children = self.store.tasks(child)
+        except TenureError:
+            return None
+        spec_tasks = (task.spec.get("team") or {}).get("tasks", [])
+        if len(children) < len(spec_tasks) or not plan_settled(children):
+            return None
+        return task
+
+    def superseded(self, bound: Attempt) -> bool:
+        try:
+            task = self.store.get_task(bound.team, bound.task_id)
         except TenureError:
             return False  # the store is away: the child lease fences us meanwhile
         return (
-            task.attempt != env.attempt
-            or task.assignee != self.member_id
+            task.attempt != bound.attempt
+            or task.assignee not in bound.holders
             or task.state not in ("queued", "running")
         )
+
+    def _other(self, child: str) -> bool:
+        try:
+            lease = self.store.current_lease(child)
+        except TenureError:
+            return False
+        return lease is not None and lease.holder != self.member_id
+
+
+class SubLeader(Follower):
+    """A follower that also stands by to lead the child teams of silent sub-leaders."""
+
+    def __init__(self, store: Store, config: FollowerConfig, executor: TeamExecutor) -> None:
+        super().__init__(store, config, executor)
+        self.standby = Standby(self, executor)
+
+    def run(self, stop: threading.Event) -> None:
+        thread = threading.Thread(
+            target=self.standby.run, args=(stop,), daemon=True, name=f"tenure-standby-{self.me}"
+        )
+        thread.start()
+        try:
+            super().run(stop)
+        finally:
+            thread.join(timeout=10)
 
 
 def sub_leader(
@@ -190,9 +228,10 @@ def sub_leader(
     *,
     timing: LeaseTiming | None = None,
     trust: Trust | None = None,
-) -> Follower:
+) -> SubLeader:
     """A follower of ``config.team`` that leads the nested team of any composite task
-    it is given (it offers the ``subteam`` capability) and runs other tasks itself."""
+    it is given (it offers the ``subteam`` capability), runs other tasks itself, and
+    stands in for a silent sub-leader of the same team while idle."""
     if SUBTEAM_CAPABILITY not in config.capabilities:
         config.capabilities = (*config.capabilities, SUBTEAM_CAPABILITY)
     executor = TeamExecutor(
@@ -205,4 +244,4 @@ def sub_leader(
         poll_interval=config.poll_interval,
         trust=trust,
     )
-    return Follower(store, config, executor)
+    return SubLeader(store, config, executor)
