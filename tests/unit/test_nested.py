@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tenure.coord import LeaseTiming
-from tenure.executors import TaskContext, coerce_result
+from tenure.executors import TaskContext, coerce_result, make_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
 from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
@@ -361,3 +361,83 @@ def test_nested_spend_is_reported_once_across_attempts() -> None:
     earlier = [{"attempt": 1, "input_tokens": 20, "cost_usd": 1.0, "calls": 2}]
     assert nested_spend(tasks, earlier) is None
     assert nested_spend([], []) is None
+
+
+# --- a sub-leader that waits for the operator --------------------------------------------
+
+
+class AsksOnce(Counting):
+    """The child task ``fetch`` asks the operator until it has an answer."""
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        if (ctx.team, envelope.task_id) == (CHILD, "fetch") and not envelope.input.get(
+            "operator_answers"
+        ):
+            with self.lock:
+                self.calls[f"{ctx.team}:{envelope.task_id}"] += 1
+            return make_result(envelope, "blocked", question="which vendors count?")
+        return super().execute(envelope, ctx)
+
+
+def test_a_child_question_blocks_the_composite_task_and_its_answer_resumes_it(
+    store_url: str, tmp_path: Path
+) -> None:
+    executor = AsksOnce()
+    with open_store(store_url) as store:
+        assert Tree(store, tmp_path, nested(), executor=executor).run() == "finished"
+        pricing = store.get_task(PARENT, "pricing")
+        # blocked, not failed: the parent's inbox says which child waits and how to answer
+        assert (pricing.state, pricing.attempt) == ("blocked", 1)
+        question = pricing.data["question"]
+        assert "fetch" in question and f'tenure answer --team {CHILD} fetch "..."' in question
+        assert store.get_task(CHILD, "fetch").state == "blocked"
+        assert store.get_task(PARENT, "report").state == "queued"  # behind the question
+    inbox = cli(tmp_path, "inbox", "--store", store_url)
+    assert "pricing" in inbox.stdout and "fetch" in inbox.stdout
+
+    answered = cli(
+        tmp_path, "answer", "fetch", "the EU ones", "--team", CHILD, "--store", store_url
+    )
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert f"re-queued pricing in {PARENT}" in answered.stdout
+    with open_store(store_url) as store:
+        pricing = store.get_task(PARENT, "pricing")
+        assert (pricing.state, pricing.assignee) == ("queued", None)
+        assert "question" not in pricing.data
+
+        # the next sub-leader attempt adopts the child register and runs the answered task
+        assert Tree(store, tmp_path, nested(), executor=executor).run() == "finished"
+        assert {t.state for t in store.tasks(PARENT)} == {"done"}
+        assert {t.state for t in store.tasks(CHILD)} == {"done"}
+        assert store.get_task(PARENT, "pricing").attempt == 2
+        [qa] = store.get_task(CHILD, "fetch").data["qa"]
+        assert qa == {"question": "which vendors count?", "answer": "the EU ones"}
+    assert executor.calls[f"{CHILD}:fetch"] == 2  # asked once, then done once
+    assert executor.calls[f"{CHILD}:compare"] == 1
+    assert executor.calls[f"{PARENT}:scope"] == 1
+
+
+def test_answering_one_of_two_waiting_children_keeps_the_parent_waiting(
+    store_url: str, tmp_path: Path
+) -> None:
+    from tenure.console.inbox_cmds import requeue_ancestors
+
+    plan = nested()
+    with open_store(store_url) as store:
+        for task in plan.tasks:
+            store.create_task(PARENT, task.id, epoch=0, spec=task.model_dump(mode="json"))
+        for task_id in ("fetch", "compare"):
+            store.create_task(CHILD, task_id, epoch=0, spec={"goal": task_id}, state="blocked")
+        store.transition(PARENT, "pricing", epoch=0, expect=["queued"], to="blocked")
+        fetch = store.get_task(CHILD, "fetch")
+        store.transition(
+            CHILD, "fetch", epoch=0, expect=["blocked"], to="queued", version=fetch.version
+        )
+        assert requeue_ancestors(store, CHILD, "fetch") == []  # compare still waits
+        compare = store.get_task(CHILD, "compare")
+        store.transition(
+            CHILD, "compare", epoch=0, expect=["blocked"], to="queued", version=compare.version
+        )
+        assert requeue_ancestors(store, CHILD, "compare") == [(PARENT, "pricing")]
+        assert store.get_task(PARENT, "pricing").state == "queued"
+        assert store.get_task(PARENT, "scope").state == "queued"  # untouched

@@ -12,6 +12,7 @@ from tenure.console.state_cmds import age
 from tenure.protocol import TenureError
 from tenure.protocol.errors import NotFound
 from tenure.protocol.messages import CancelMessage
+from tenure.roles.subteam_parent import child_team
 from tenure.roles.wire import member_queue
 from tenure.store import Store, TaskRecord, open_store
 
@@ -53,6 +54,9 @@ def answer(
 ) -> None:
     """Answer a blocked task: the answer joins its Q&A and the task is re-queued.
 
+    In a nested team, once its last waiting task is answered, the blocked composite
+    task of the parent team is re-queued too (and so on upward).
+
     Example: `tenure answer acme-price "Use the EU list price" --team demo`
     """
     with open_store(store_url(store)) as opened:
@@ -77,7 +81,51 @@ def answer(
             reason="answered by operator",
         )
         opened.append_event(team, "inbox.answered", {"task_id": task_id, "answer": text})
+        ancestors = requeue_ancestors(opened, team, task_id)
     out.print(f"[green]answered[/] {task_id}: re-queued with your answer")
+    for parent, composite in ancestors:
+        out.print(
+            f"[green]re-queued[/] {composite} in {parent}: its nested team has no more questions"
+        )
+
+
+def requeue_ancestors(store: Store, team: str, task_id: str) -> list[tuple[str, str]]:
+    """Re-queue the blocked composite task(s) whose nested team is ``team``, once that
+    team has nothing left waiting for a person; then their own parents, upward.
+    The next sub-leader attempt adopts the child register and runs the answered task."""
+    requeued: list[tuple[str, str]] = []
+    child, answered = team, f"{team} {task_id}"
+    while "/" in child:
+        if any(t.state in ("blocked", "failed") for t in store.tasks(child)):
+            break  # the nested team still waits for a person: the parent keeps waiting too
+        parent = child.rsplit("/", 1)[0]
+        waiting = [
+            t
+            for t in store.tasks(parent)
+            if t.state == "blocked" and child_team(parent, t.task_id, t.spec) == child
+        ]
+        if not waiting:
+            break
+        for task in waiting:
+            data = {**task.data, "attempt_base": task.attempt}
+            data.pop("question", None)
+            store.transition(
+                parent,
+                task.task_id,
+                epoch=store.current_epoch(parent),
+                expect=["blocked"],
+                to="queued",
+                version=task.version,
+                data=data,
+                assignee=None,
+                reason=f"re-queued: {answered} was answered",
+            )
+            store.append_event(
+                parent, "inbox.requeued", {"task_id": task.task_id, "answered": answered}
+            )
+            requeued.append((parent, task.task_id))
+        child = parent
+    return requeued
 
 
 @app.command()
