@@ -1,4 +1,5 @@
-"""``tenure code`` (a coding-agent team on a git repository) and ``tenure gc``."""
+"""``tenure code`` (a coding-agent team on a git repository), ``tenure gc``, ``tenure
+discard`` and ``tenure replan``."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from rich.markup import escape
 from tenure.console.app import app, fail, out
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
-from tenure.executors.worktrees import TENURE_DIR, plan_cleanup, remove
+from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.roles.coding import CodingConfig, CodingLeader
+from tenure.roles.coding.discard import plan_discard
 from tenure.roles.coding.leader import check_tasks, overlapping_scopes
 from tenure.roles.coding.register import DEFAULT_LEASE_TTL, RunLeased, team_for
 from tenure.roles.coding.replan import ReplanRequest, live_leader
@@ -150,6 +152,41 @@ def gc(
                 remove(root, item)
     elif any(i.removable for i in items):
         out.print("run again with --yes to remove the merged ones", soft_wrap=True)
+
+
+@app.command("discard")
+def discard_attempts(
+    run_id: Annotated[str, typer.Option("--run", help="The run whose failed attempts go.")],
+    task: Annotated[str | None, typer.Option("--task", help="Only this task's attempts.")] = None,
+    repo: RepoOption = Path("."),
+    yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list.")] = False,
+) -> None:
+    """List a coding run's failed attempts (rejected, interrupted, conflicted, cancelled)
+    and, with --yes, delete their worktrees and branches, unmerged commits included. Never
+    the integration branch, a running attempt, or an accepted one waiting to be merged.
+
+    Example: `tenure discard --run run-20260101-120000 --task slug` (then `--yes`)
+    """
+    root = git.repo_root(repo.resolve())
+    items = plan_discard(root, run_id, task)
+    if not items:
+        out.print(f"no attempt branches in run {run_id}", soft_wrap=True)
+        return
+    for item in items:
+        verb = ("discard" if yes else "would discard") if item.removable else "keep"
+        where = f" ({item.path})" if item.path else ""
+        out.print(f"{verb:<14} {item.branch}{escape(where)}: {escape(item.reason)}", soft_wrap=True)
+    doomed = [i for i in items if i.removable]
+    if yes:
+        for item in doomed:
+            discard(root, item.path, item.branch)
+        out.print(f"discarded {len(doomed)} attempt(s); logs stay in .tenure/attempts/{run_id}/")
+    elif doomed:
+        out.print(
+            f"run again with --yes to delete these {len(doomed)} attempt(s) and their "
+            "unmerged commits",
+            soft_wrap=True,
+        )
 
 
 @app.command("replan")

@@ -142,3 +142,11 @@ def remove(repo: Path, item: Cleanup) -> None:
     if item.path is not None and item.path.exists():
         git.worktree_remove(repo, item.path)
     git.git(repo, "branch", "-D", item.branch)
+
+
+def discard(repo: Path, path: Path | None, branch: str) -> None:
+    """Remove a worktree and its branch, commits and all: only for work the operator chose
+    to throw away (``tenure discard``), never for anything implicit like ``gc``."""
+    if path is not None and path.exists():
+        git.worktree_remove(repo, path)
+    git.git(repo, "branch", "-D", branch)
