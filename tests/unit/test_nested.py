@@ -20,8 +20,8 @@ from tenure.executors import TaskContext, coerce_result, make_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
 from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
-from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.subteam import child_plan, nested_spend, sub_leader
+from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, envelope_for
+from tenure.roles.subteam import child_plan, nested_spend, rollup, sub_leader
 from tenure.store import Store, TaskRecord, open_store
 
 PARENT = "acme/research"
@@ -441,3 +441,158 @@ def test_answering_one_of_two_waiting_children_keeps_the_parent_waiting(
         assert requeue_ancestors(store, CHILD, "compare") == [(PARENT, "pricing")]
         assert store.get_task(PARENT, "pricing").state == "queued"
         assert store.get_task(PARENT, "scope").state == "queued"  # untouched
+
+
+# --- a silent sub-leader replaced inside its team ----------------------------------------
+
+
+def running_composite(store: Store, assignee: str) -> TaskRecord:
+    """The composite task of ``nested()`` running in the parent under ``assignee``."""
+    spec = nested().tasks[1].model_dump(mode="json")
+    store.create_task(PARENT, "pricing", epoch=0, spec=spec)
+    task = store.get_task(PARENT, "pricing")
+    return store.transition(
+        PARENT,
+        "pricing",
+        epoch=0,
+        expect=["queued"],
+        to="running",
+        assignee=assignee,
+        attempt=1,
+        version=task.version,
+        data={"child_epoch": store.current_epoch(CHILD)},
+    )
+
+
+def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
+    from tenure.roles.subteam_parent import SubLeaders
+
+    events: list[tuple[str, dict[str, Any]]] = []
+    watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: events.append((k, d)), grace=60)
+    task = running_composite(store, "gone")
+    store.join(PARENT, "s2", ttl=30, capabilities=("work", SUBTEAM_CAPABILITY))
+    live = {m.member_id: m for m in store.members(PARENT)}
+    # the assignee is silent and nobody leads the child team yet: wait, do not retry
+    assert watch.follow(task, live, store.now()) == "waiting"
+    assert [k for k, _ in events] == ["leader.sub_leader_silent"]
+    # a stand-in won the child election: the same attempt moves to it
+    lease = store.claim_lease(CHILD, "s2", ttl=30)
+    assert watch.follow(store.get_task(PARENT, "pricing"), live, store.now()) == "moved"
+    moved = store.get_task(PARENT, "pricing")
+    assert (moved.state, moved.attempt, moved.assignee) == ("running", 1, "s2")
+    assert moved.data["stand_in"] == "s2" and moved.data["child_epoch"] == lease.epoch
+    assert events[-1][0] == "leader.sub_leader_changed"
+    assert events[-1][1]["from"] == "gone" and events[-1][1]["to"] == "s2"
+    # a holder elected before the attempt began (an older attempt's) is not followed
+    store.release_lease(CHILD, "s2", lease.epoch)
+    store.join(PARENT, "old", ttl=30)
+    store.claim_lease(CHILD, "old", ttl=30)
+    again = store.transition(
+        PARENT,
+        "pricing",
+        epoch=0,
+        expect=["running"],
+        to="running",
+        assignee="gone",
+        data={"child_epoch": store.current_epoch(CHILD)},  # as recorded at dispatch
+    )
+    live = {m.member_id: m for m in store.members(PARENT)}
+    assert watch.follow(again, live, store.now()) == "waiting"
+    assert store.get_task(PARENT, "pricing").assignee == "gone"
+
+
+def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store) -> None:
+    from tenure.roles.subteam_parent import SubLeaders
+
+    watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: None, grace=5)
+    task = running_composite(store, "gone")
+    now = store.now()
+    assert watch.follow(task, {}, now) == "waiting"
+    assert watch.follow(task, {}, now + 4) == "waiting"
+    assert watch.follow(task, {}, now + 6) is None  # supervise retries it as a new attempt
+    flat = store.create_task(PARENT, "flat", epoch=0, spec={"goal": "g"})
+    assert watch.follow(flat, {}, now) is None
+
+
+def test_a_roll_up_under_an_old_child_epoch_is_refused(store: Store) -> None:
+    from tenure.roles.subteam_parent import stale_report
+
+    task = running_composite(store, "s1")
+    old = store.claim_lease(CHILD, "s1", ttl=30)
+    store.release_lease(CHILD, "s1", old.epoch)
+    store.claim_lease(CHILD, "s2", ttl=30)
+    env = envelope_for(task, epoch=1, assignee="s1")
+    stale = rollup(env, CHILD, [], team_epoch=old.epoch)
+    assert "which is at epoch" in (stale_report(store, PARENT, task, stale) or "")
+    fresh = rollup(env, CHILD, [], team_epoch=old.epoch + 1)
+    assert stale_report(store, PARENT, task, fresh) is None
+
+
+def test_a_stand_in_leads_the_child_team_for_the_same_attempt(store: Store, tmp_path: Path) -> None:
+    """The parent gives the composite task to a member that claims the child lease and
+    dies; an idle sub-leader stands in, the parent moves the attempt, one result."""
+    plan = Plan.model_validate(
+        {"team": PARENT, "tasks": [{**nested().tasks[1].model_dump(mode="json"), "depends_on": []}]}
+    )
+    executor = Counting()
+    stop = threading.Event()
+    members = [
+        sub_leader(store, Tree._config(PARENT, "sub-2", tmp_path), executor, timing=TIMING),
+        Follower(store, Tree._config(CHILD, "child-w1", tmp_path), executor),
+    ]
+    threads = [threading.Thread(target=m.run, args=(stop,), daemon=True) for m in members]
+    store.join(PARENT, "ghost", ttl=1.0, priority=10, capabilities=("work", SUBTEAM_CAPABILITY))
+    leader = Leader(
+        store,
+        LeaderConfig(
+            team=PARENT,
+            member_id="top",
+            timing=TIMING,
+            elect=False,
+            state_dir=tmp_path,
+            poll_interval=0.01,
+            stale_grace=3.0,
+        ),
+        plan,
+    )
+    leader_stop = threading.Event()
+    outcome: list[str] = []
+    runner = threading.Thread(target=lambda: outcome.append(leader.run(leader_stop)), daemon=True)
+    for thread in [*threads, runner]:
+        thread.start()
+    try:
+        deliveries = []
+        deadline = time.monotonic() + 20
+        while not deliveries and time.monotonic() < deadline:  # the ghost is alive until then
+            store.heartbeat(PARENT, "ghost", ttl=1.0)
+            deliveries = store.receive(
+                PARENT, "member:ghost", consumer="ghost", visibility_timeout=60
+            )
+            time.sleep(0.05)
+        [delivery] = deliveries
+        env = TaskEnvelope.model_validate(delivery.payload["body"])
+        task = store.get_task(PARENT, "pricing")
+        store.transition(
+            PARENT,
+            "pricing",
+            epoch=env.epoch,
+            expect=["queued"],
+            to="running",
+            version=task.version,
+        )
+        ghost_epoch = store.claim_lease(CHILD, "ghost", ttl=1.0).epoch
+        # ... and the ghost dies: no more heartbeats, no renewals
+        runner.join(timeout=40)
+        assert outcome == ["finished"]
+    finally:
+        leader_stop.set()
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    pricing = store.get_task(PARENT, "pricing")
+    assert (pricing.state, pricing.attempt, pricing.assignee) == ("done", 1, "sub-2")
+    assert store.current_epoch(CHILD) > ghost_epoch
+    assert (pricing.result or {})["artifact"]["team_epoch"] == store.current_epoch(CHILD)
+    kinds = [e.kind for e in store.events(PARENT, limit=5000)]
+    assert "leader.sub_leader_changed" in kinds and "task.retry" not in kinds
+    assert executor.calls == Counter({f"{CHILD}:fetch": 1, f"{CHILD}:compare": 1})
