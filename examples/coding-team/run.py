@@ -74,6 +74,8 @@ def main() -> int:
         ok = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=repo).returncode == 0
         print(f"merged into main; the whole suite {'passes' if ok else 'FAILS'}")
         print(f"read the run: cat {repo}/.tenure/runs/demo/status.yml; git -C {repo} log --graph")
+        store = f"sqlite:///{repo / '.tenure' / 'state.db'}"
+        print(f"its register and events: tenure status --store {store} --team code/demo")
         return 0 if ok else 1
     return code
 

@@ -25,6 +25,18 @@ RepoOption = Annotated[
     Path, typer.Option("--repo", help="The target git repository (clean working tree).")
 ]
 
+CodeStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        envvar="TENURE_STORE",
+        help="The run's state database: sqlite:///PATH (default REPO/.tenure/state.db) "
+        "or redis://HOST:PORT/DB. The run is the team code/RUN there.",
+        show_default=False,
+    ),
+]
+
 
 @app.command("code")
 def code(
@@ -49,17 +61,7 @@ def code(
             "--share-home", help="Let the agent use your HOME/config (its login) per attempt."
         ),
     ] = False,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            "-s",
-            envvar="TENURE_STORE",
-            help="The run's state database: sqlite:///PATH (default REPO/.tenure/state.db) "
-            "or redis://HOST:PORT/DB. The run is the team code/RUN there.",
-            show_default=False,
-        ),
-    ] = None,
+    store: CodeStoreOption = None,
     lease_ttl: Annotated[
         float,
         typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
@@ -205,6 +207,7 @@ def replan(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for a running leader.")
     ] = 3600.0,
+    store: CodeStoreOption = None,
 ) -> None:
     """Shift a coding run's goal: freeze dispatch, log the change in plan.md's changelog,
     re-derive the tasks not yet started (running ones finish or are cancelled).
@@ -225,9 +228,14 @@ def replan(
                 agent=AgentCLI.from_spec("script:true"),
                 run_id=run_id,
                 check_installed=False,
+                store_url=store,
             )
         )
-        for note in leader.replan(request):
+        try:
+            notes = leader.replan(request)  # takes the run's lease for the change
+        except RunLeased as exc:
+            raise fail(str(exc)) from None
+        for note in notes:
             out.print(f"  {escape(note)}", soft_wrap=True)
         out.print(f"replanned {run_id}; continue it with: tenure code PLAN --run {run_id}")
         return
