@@ -50,7 +50,10 @@ def test_answer_from_the_inbox_then_resume(repo: Path, agent: Agent, tmp_path: P
     assert "blocked" in shown.stdout and "t1" in shown.stdout
     answered = tenure("answer", "t1", ANSWER, "--store", url, "--team", "code/r1")
     assert answered.returncode == 0, answered.stderr
-    second = CodingLeader(config).run()  # resume: the answer is taken at open
+    # a task blocked behind t1, answered before it ever ran, still gets its whole task file
+    early = tenure("answer", "t2", "wait for t1", "--store", url, "--team", "code/r1")
+    assert early.returncode == 0, early.stderr
+    second = CodingLeader(config).run()  # resume: the answers are taken at open
     assert second.done, second.reason
     task_md = at(repo, "tasks/t1.md")
     qa = task_md.partition("Questions and answers (append-only)")[2]
@@ -58,6 +61,8 @@ def test_answer_from_the_inbox_then_resume(repo: Path, agent: Agent, tmp_path: P
     status = {r["id"]: r for r in yaml.safe_load(at(repo, "status.yml"))["tasks"]}
     assert status["t1"]["attempt"] == 4 and status["t1"]["state"] == "merged"
     assert status["t2"]["state"] == "merged"
+    t2_md = at(repo, "tasks/t2.md")
+    assert "## Goal" in t2_md and t2_md.rstrip().endswith("**A (operator):** wait for t1")
     assert "operator answered t1" in sh(repo, "log", "--format=%s", "tenure/r1/integration")
     with open_store(url) as store:
         record = store.get_task("code/r1", "t1")

@@ -21,6 +21,8 @@ class LeaderAnswers(LeaderIntegration):
             self.register.taken(task_id, self.register.qa_seen.get(task_id, 0) + len(entries))
             if row is None:
                 continue  # a record of no task in this run: nothing to hand it to
+            if task_id in {t.id for t in self.plan.tasks}:  # answered before its dispatch
+                self.folder.write_task(self.plan.task(task_id), self.plan)
             for entry in entries:
                 question = str(entry.get("question") or row.reason)
                 self.folder.append_answer(task_id, question, str(entry.get("answer", "")))
