@@ -70,8 +70,8 @@ def test_the_default_store_is_a_file_in_the_repository(repo: Path, agent: Agent)
     assert sh(repo, "status", "--porcelain") == ""  # never shows up as a change
 
 
-def test_register_writes_of_a_leader_whose_lease_expired_are_refused(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+def test_register_writes_of_a_leader_whose_lease_expired_are_refused(store_url: str) -> None:
+    url = store_url
     rows = {"t1": StatusRow("t1")}
     old = RunRegister(url, "r1", LeaseTiming(ttl=0.5))
     assert old.claim() == 1
