@@ -109,7 +109,10 @@ class RunRegister:
         try:
             lease = keeper.claim(at_least=at_least)
         except Conflict:
-            raise RunLeased(self._refusal(store)) from None
+            why = self._refusal(store)
+            store.close()
+            self.store = self.keeper = None
+            raise RunLeased(why) from None
         self.qa_seen = {t.task_id: int(t.data.get("qa_seen", 0)) for t in self.tasks()}
         self._stop.clear()
         self._renewer = threading.Thread(
