@@ -127,7 +127,8 @@ def worker(
         bool,
         typer.Option(
             "--sub-leader",
-            help="Also lead the nested team of any composite task this member is given "
+            help="Also lead the nested team of any composite task this member is given, and "
+            "while idle stand in for a silent sub-leader of this team inside its nested team "
             "(offers the 'subteam' capability; the nested lease TTL is --member-ttl).",
         ),
     ] = False,
