@@ -112,13 +112,25 @@ def test_a_paused_leader_writes_nothing_after_its_lease_expired(repo: Path, tmp_
     assert rows(repo)["t1"]["state"] == "merged"
 
 
+def lose(url: str, tmp_path: Path) -> None:
+    """The state database is gone: the SQLite file deleted, or the Redis database emptied."""
+    if url.startswith("sqlite:"):
+        for path in tmp_path.glob("state.db*"):
+            path.unlink()
+        return
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+
+
 def test_a_killed_run_whose_database_is_lost_is_rebuilt_from_git(
-    repo: Path, tmp_path: Path
+    repo: Path, tmp_path: Path, store_url: str
 ) -> None:
-    db = tmp_path / "state.db"
     agents = {"t1": {"file": "m1.py", "modes": ["fix"]}, "t2": {"file": "m2.py"}}
     agents["t2"]["modes"] = ["hang", "fix"]
-    argv = code_argv(repo, tmp_path, agents, "--store", f"sqlite:///{db}")
+    argv = code_argv(repo, tmp_path, agents, "--store", store_url)
     proc = subprocess.Popen(
         argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -129,12 +141,11 @@ def test_a_killed_run_whose_database_is_lost_is_rebuilt_from_git(
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert rows(repo)["t1"]["state"] == "merged"
-    for path in tmp_path.glob("state.db*"):
-        path.unlink()  # the state database is gone
+    lose(store_url, tmp_path)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(epoch 2)" in done.stdout  # above the epoch status.yml recorded
-    with open_store(f"sqlite:///{db}") as store:
+    with open_store(store_url) as store:
         records = {t.task_id: t for t in store.tasks("code/r1")}
         assert {k: r.state for k, r in records.items()} == {"t1": "done", "t2": "done"}
         assert records["t1"].attempt == 1 and records["t2"].attempt == 2
