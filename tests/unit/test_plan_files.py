@@ -198,3 +198,42 @@ def test_malformed_plans_name_the_field(tmp_path: Path, text: str, field: str) -
 def test_missing_plan_file_is_a_protocol_error(tmp_path: Path) -> None:
     error = refused(tmp_path / "nope.yaml")
     assert error.field == "(file)"
+
+
+GOAL_ONLY = "team: acme\ntasks:\n  - {id: a, goal: x}\n  - {id: b, goal: y, team: SECTION}\n"
+
+
+def test_a_goal_only_team_section_loads_for_its_sub_leader_to_plan(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(GOAL_ONLY.replace("SECTION", "{goal: Price them., artifacts: [vendors/]}"))
+    section = load_plan(path).tasks[1].team
+    assert section is not None and section.tasks == [] and section.artifacts == ["vendors/"]
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "says"),
+    [
+        ("{}", "tasks[1].team.tasks", "or a goal (and artifacts) for its planner"),
+        ("{max_attempts: 2}", "tasks[1].team.tasks", "or a goal"),
+        ("{goal: Price them.}", "tasks[1].team.artifacts", "its planner uses only these"),
+        (
+            "{goal: g, artifacts: [a.txt], tasks: [{id: q, goal: x}]}",
+            "tasks[1].team.artifacts",
+            "only in a section with a goal and no tasks",
+        ),
+        (
+            "{tasks: [{id: q, goal: x, team: {goal: g}}]}",
+            "tasks[1].team.tasks[0].team.artifacts",
+            "at least one path or URL",
+        ),
+    ],
+)
+def test_goal_only_team_sections_are_checked_naming_the_path(
+    tmp_path: Path, section: str, field: str, says: str
+) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(GOAL_ONLY.replace("SECTION", section))
+    with pytest.raises(ProtocolError) as caught:
+        load_plan(path)
+    assert caught.value.field == field
+    assert says in str(caught.value)

@@ -57,12 +57,15 @@ class SubTeam(Strict):
     """The plan section of a composite task: the nested team's own tasks and policies.
 
     The nested team's path is ``<parent team>/<task id>`` unless ``name`` says otherwise.
+    A section with a ``goal``, ``artifacts`` and no ``tasks`` is planned by the
+    sub-leader's model when the nested team first runs (``planned_by_sub_leader``).
     """
 
     name: str | None = None
     goal: str = ""
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=20)
-    tasks: list[PlanTask] = Field(min_length=1)
+    tasks: list[PlanTask] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
     policies: dict[str, Any] = Field(default_factory=dict)
     budget: Budget | None = None
 
@@ -78,8 +81,39 @@ class SubTeam(Strict):
 
     @model_validator(mode="after")
     def _well_formed(self) -> SubTeam:
-        check_plan_graph(self.tasks)
+        if self.tasks:
+            if self.artifacts:
+                raise ProtocolError(
+                    "artifacts", "only in a section with a goal and no tasks (for its planner)"
+                )
+            check_plan_graph(self.tasks)
+        elif not self.goal.strip():
+            raise ProtocolError(
+                "tasks", "the nested team's tasks, or a goal (and artifacts) for its planner"
+            )
+        elif not self.artifacts:
+            raise ProtocolError(
+                "artifacts",
+                "at least one path or URL the nested team can reach: its planner uses only these",
+            )
         return self
+
+    @property
+    def planned_by_sub_leader(self) -> bool:
+        return not self.tasks
+
+    def plan_for(self, team: str, goal: str) -> Plan:
+        """The nested team's plan; a goal-only section's has no tasks until it is planned
+        (built unchecked: the section was checked, and a Plan needs tasks)."""
+        fields: dict[str, Any] = {
+            "team": team,
+            "goal": self.goal or goal,
+            "max_attempts": self.max_attempts,
+            "tasks": self.tasks,
+            "policies": self.policies,
+            "budget": self.budget,
+        }
+        return Plan(**fields) if self.tasks else Plan.model_construct(**fields)
 
 
 PlanTask.model_rebuild()  # a task may hold a team whose tasks are PlanTasks
@@ -161,19 +195,12 @@ def subteam_path(parent: str, task: PlanTask) -> str:
 def subteam_plan(parent: str, task: PlanTask) -> Plan:
     """The nested team's own plan, as its sub-leader loads it."""
     assert task.team is not None
-    section = task.team
-    return Plan(
-        team=subteam_path(parent, task),
-        goal=section.goal or task.goal,
-        max_attempts=section.max_attempts,
-        tasks=section.tasks,
-        policies=section.policies,
-        budget=section.budget,
-    )
+    return task.team.plan_for(subteam_path(parent, task), task.goal)
 
 
 def team_tree(plan: Plan) -> list[Plan]:
-    """The plan and every nested team's plan, parents first."""
+    """The plan and every nested team's plan, parents first (a goal-only team's with
+    no tasks: its sub-leader plans them)."""
     found = [plan]
     for task in plan.tasks:
         if task.team is not None:
