@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,14 +15,17 @@ from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
     ModelOption,
+    open_checked,
     preflight,
     resolve_plan,
 )
 from tenure.console.processes import stop_on_signals
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
+from tenure.models import ENV_MODEL
 from tenure.protocol import new_id
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, subteam
+from tenure.roles.planner import Planner
 from tenure.roles.queue import QueueWorker
 from tenure.store import open_store
 
@@ -132,6 +136,16 @@ def worker(
             "(offers the 'subteam' capability; the nested lease TTL is --member-ttl).",
         ),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="With --sub-leader: PROVIDER:MODEL[@BASE_URL] that plans a nested team given "
+            "as a goal with no tasks (default: TENURE_MODEL).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
 
@@ -139,6 +153,7 @@ def worker(
     """
     chosen = resolve_executor(executor, field="--exec")
     preflight(chosen)  # a model worker checks its model's settings and server first
+    planner = _sub_leader_planner(model, sub_leader)
     member = member_id or f"worker-{new_id()[-6:].lower()}"
     stop = threading.Event()
     stop_on_signals(stop)
@@ -166,6 +181,21 @@ def worker(
         )
         if sub_leader:
             timing = LeaseTiming(ttl=member_ttl)
-            subteam.sub_leader(opened, config, chosen, timing=timing).run(stop)
+            subteam.sub_leader(opened, config, chosen, timing=timing, planner=planner).run(stop)
             return
         Follower(opened, config, chosen).run(stop)
+
+
+def _sub_leader_planner(flag: str | None, sub_leader: bool) -> Planner | None:
+    """A sub-leader's planner for goal-only nested teams: from --model or TENURE_MODEL,
+    checked now (one line if it cannot be used); none when neither names a model."""
+    if not sub_leader:
+        if flag:
+            raise fail(
+                "--model goes with --sub-leader (it plans nested teams); a model "
+                "worker names its model in --exec llm:MODEL"
+            )
+        return None
+    if not (flag or os.environ.get(ENV_MODEL, "").strip()):
+        return None
+    return Planner(open_checked(flag))

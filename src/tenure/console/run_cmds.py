@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -19,6 +20,7 @@ from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
     ModelOption,
+    open_checked,
     preflight,
     resolve_plan,
 )
@@ -27,6 +29,7 @@ from tenure.console.state_cmds import team_table
 from tenure.console.tree import team_tree_table
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
+from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Leader, LeaderConfig
@@ -99,6 +102,7 @@ def run(
     if mode is not Mode.team and len(team_tree(loaded)) > 1:
         raise fail("a plan with nested teams runs in --mode team (sub-leaders are processes)")
     _nested_executors(loaded.tasks, "")  # nested tasks' executors, errors naming the path
+    _nested_planner(loaded, model)
     for each in team_tree(loaded):  # the plan's own executors, and its cost budgets,
         preflight(executor, each)  # in every nested team too
     started = time.monotonic()
@@ -117,7 +121,17 @@ def run(
             _watch(opened, loaded, local.run)
         else:
             _run_processes(
-                opened, url, loaded, mode, workers, executor, ttl, state_dir, workdir, splitter
+                opened,
+                url,
+                loaded,
+                mode,
+                workers,
+                executor,
+                ttl,
+                state_dir,
+                workdir,
+                splitter,
+                model,
             )
         raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
 
@@ -133,6 +147,7 @@ def _run_processes(
     state_dir: Path,
     workdir: Path | None,
     splitter: Any = None,
+    model: str | None = None,
 ) -> None:
     if mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
@@ -142,7 +157,7 @@ def _run_processes(
         extra = []
     procs = []
     for each in team_tree(plan):  # a nested plan: workers for every team of the tree
-        common = team_worker_args(each, url, executor, state_dir, workdir)
+        common = team_worker_args(each, url, executor, state_dir, workdir, model=model)
         prefix = "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
         procs += [
             spawn(["worker", *common, "--id", f"{prefix}{n}", *extra])
@@ -180,10 +195,32 @@ def _nested_executors(tasks: list[PlanTask], where: str) -> None:
             _nested_executors(task.team.tasks, here)
 
 
+def _nested_planner(plan: Plan, model: str | None) -> None:
+    """A goal-only nested team is planned by its sub-leader: refuse to start without a
+    usable model (``--model`` was checked already; TENURE_MODEL is checked here)."""
+    goal_only = [each.team for each in team_tree(plan)[1:] if not each.tasks]
+    if not goal_only or model:
+        return
+    if not os.environ.get(ENV_MODEL, "").strip():
+        raise fail(
+            f"nested team {goal_only[0]} has a goal and no tasks: its sub-leader plans it "
+            "with a model: give --model or set TENURE_MODEL"
+        )
+    open_checked(None)
+
+
 def team_worker_args(
-    plan: Plan, url: str, executor: str, state_dir: Path, workdir: Path | None
+    plan: Plan,
+    url: str,
+    executor: str,
+    state_dir: Path,
+    workdir: Path | None,
+    *,
+    model: str | None = None,
 ) -> list[str]:
-    """``tenure worker`` options for one team of a (possibly nested) plan."""
+    """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
+    get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL).
+    A goal-only team's workers get no capability: its tasks are not written yet."""
     args = ["--store", url, "--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
     if workdir is not None:
@@ -194,6 +231,8 @@ def team_worker_args(
         args += ["--capability", capability]
     if any(t.team is not None for t in plan.tasks):
         args.append("--sub-leader")  # composite tasks: these members lead the nested teams
+        if model:
+            args += ["--model", model]
     return args
 
 

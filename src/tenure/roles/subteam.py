@@ -15,6 +15,9 @@ attempt: idle candidates of the parent stand in the child team's election
 at once when the parent attempt is no longer one it may hold, and its report
 names the child epoch it was made under, so a superseded sub-leader's report
 is refused.
+
+A ``team:`` section with a goal and no tasks is planned once by the sub-leader's
+planner (``roles.subteam_plan``); later leaders of the child team adopt that plan.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
 from tenure.roles.conductor import plan_settled
 from tenure.roles.follower import Follower, FollowerConfig
 from tenure.roles.leader import Leader, LeaderConfig, Outcome
+from tenure.roles.planner import Planner
+from tenure.roles.subteam_plan import plan_once, unreported_spend
 from tenure.roles.subteam_rollup import nested_spend, rollup
 from tenure.roles.subteam_standby import Standby
 from tenure.store import Store, TaskRecord
@@ -54,14 +59,7 @@ def child_plan(parent_team: str, task_id: str, spec: dict[str, Any]) -> Plan | N
     if not section:
         return None
     sub = SubTeam.model_validate(section)
-    return Plan(
-        team=sub.name or f"{parent_team}/{task_id}",
-        goal=sub.goal or str(spec.get("goal", "")),
-        max_attempts=sub.max_attempts,
-        tasks=sub.tasks,
-        policies=sub.policies,
-        budget=sub.budget,
-    )
+    return sub.plan_for(sub.name or f"{parent_team}/{task_id}", str(spec.get("goal", "")))
 
 
 @dataclass(frozen=True)
@@ -89,12 +87,19 @@ class TeamExecutor:
     stale_grace: float = 2.0
     trust: Trust | None = None
     watch_every: float = 0.2
+    planner: Planner | None = None  # plans a goal-only nested team, once
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
         spec = self.store.get_task(ctx.team, envelope.task_id).spec
         plan = child_plan(ctx.team, envelope.task_id, spec)
         if plan is None:
             return self.inner.execute(envelope, ctx)
+        if not plan.tasks:
+            try:
+                plan = plan_once(self.store, self.member_id, self.planner, plan, spec, self.workdir)
+            except TenureError as exc:
+                ctx.record("subteam.planning_failed", {"team": plan.team, "reason": str(exc)})
+                return self.unplanned(envelope, ctx.team, plan.team, str(exc))
         bound = Attempt(ctx.team, envelope.task_id, envelope.attempt, frozenset({self.member_id}))
         ctx.record("subteam.leading", {"task_id": envelope.task_id, "team": plan.team})
         outcome, epoch = self.lead(plan, bound, ctx.cancelled)
@@ -129,7 +134,7 @@ class TeamExecutor:
         )
         watcher = threading.Thread(
             target=self._watch,
-            args=(bound, plan.team, stop, cancelled, stand_in),
+            args=(bound, plan, stop, cancelled, stand_in),
             daemon=True,
             name=f"tenure-subteam-watch-{self.member_id}",
         )
@@ -145,12 +150,19 @@ class TeamExecutor:
         """The roll-up; the parent's budgets count the nested spend once across attempts."""
         children = self.store.tasks(team)
         reported = self.store.get_task(parent, env.task_id).data.get("spend_log", [])
-        return rollup(env, team, children, nested_spend(children, reported), team_epoch=epoch)
+        spent = unreported_spend(self.store, team, children, reported)
+        return rollup(env, team, children, spent, team_epoch=epoch)
+
+    def unplanned(self, env: TaskEnvelope, parent: str, team: str, reason: str) -> TaskResult:
+        """A failed attempt with the planner's reason, carrying what planning spent."""
+        reported = self.store.get_task(parent, env.task_id).data.get("spend_log", [])
+        spent = unreported_spend(self.store, team, [], reported)
+        return failed(env, reason).model_copy(update={"usage": spent})
 
     def _watch(
         self,
         bound: Attempt,
-        child: str,
+        child: Plan,
         stop: threading.Event,
         cancelled: threading.Event,
         stand_in: bool,
@@ -161,11 +173,11 @@ class TeamExecutor:
         while not stop.wait(self.watch_every):
             if cancelled.is_set() or self.superseded(bound):
                 break
-            if stand_in and (self._other(child) or self.handed_over(bound, child) is not None):
+            if stand_in and (self._other(child.team) or self.handed_over(bound, child) is not None):
                 break
         stop.set()
 
-    def handed_over(self, bound: Attempt, child: str) -> TaskRecord | None:
+    def handed_over(self, bound: Attempt, plan: Plan) -> TaskRecord | None:
         """The parent task, once it is this member's and the child plan is settled:
         until then a stand-in keeps the child lease, so the parent sees who leads."""
         try:
@@ -176,11 +188,10 @@ class TeamExecutor:
                 self.member_id,
             ):
                 return None
-            children = self.store.tasks(child)
+            children = self.store.tasks(plan.team)
         except TenureError:
             return None
-        spec_tasks = (task.spec.get("team") or {}).get("tasks", [])
-        if len(children) < len(spec_tasks) or not plan_settled(children):
+        if len(children) < len(plan.tasks) or not plan_settled(children):
             return None
         return task
 
@@ -228,10 +239,12 @@ def sub_leader(
     *,
     timing: LeaseTiming | None = None,
     trust: Trust | None = None,
+    planner: Planner | None = None,
 ) -> SubLeader:
     """A follower of ``config.team`` that leads the nested team of any composite task
     it is given (it offers the ``subteam`` capability), runs other tasks itself, and
-    stands in for a silent sub-leader of the same team while idle."""
+    stands in for a silent sub-leader of the same team while idle. With a ``planner``
+    it plans a goal-only nested team (once: later leaders adopt that plan)."""
     if SUBTEAM_CAPABILITY not in config.capabilities:
         config.capabilities = (*config.capabilities, SUBTEAM_CAPABILITY)
     executor = TeamExecutor(
@@ -243,5 +256,6 @@ def sub_leader(
         workdir=config.workdir,
         poll_interval=config.poll_interval,
         trust=trust,
+        planner=planner,
     )
     return SubLeader(store, config, executor)

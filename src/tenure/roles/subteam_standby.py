@@ -16,7 +16,9 @@ parent always sees who leads), then reports the roll-up upward as the
 envelope of that attempt. It never runs the attempt through its follower,
 so the silent member's effect ticket for the attempt's idempotency key never
 stands in its way; the child register, not the ticket, is what makes a second
-roll-up harmless.
+roll-up harmless. A stand-in never plans: for a goal-only nested team it adopts
+the plan written by the sub-leader it replaces, and stands aside (the parent
+retries after its grace) when there is none yet.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.protocol import TenureError, to_dict
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
 from tenure.roles.register_view import RegisterView
+from tenure.roles.subteam_plan import adopted
 from tenure.roles.wire import envelope_for
 from tenure.store import Member, TaskRecord
 
@@ -86,12 +89,19 @@ class Standby:
         """Lead the child team for this attempt, then report once it is ours."""
         from tenure.roles.subteam import Attempt  # the executor's module imports this one
 
+        info = {"task_id": task.task_id, "attempt": task.attempt, "team": plan.team}
+        if not plan.tasks:  # goal-only: adopt its plan, never plan it
+            found = adopted(self.store, plan)
+            if found is None:
+                self.reported.add((task.task_id, task.attempt))  # nothing to lead: look no more
+                self._event("subteam.stand_in_unplanned", info)
+                return
+            plan = found
         holders = frozenset({str(task.assignee), self.me})
         bound = Attempt(self.team, task.task_id, task.attempt, holders)
-        info = {"task_id": task.task_id, "attempt": task.attempt, "team": plan.team}
         self._event("subteam.standing_in", {**info, "for": task.assignee})
         _, epoch = self.executor.lead(plan, bound, stop, stand_in=True)
-        record = self.executor.handed_over(bound, plan.team)
+        record = self.executor.handed_over(bound, plan)
         if record is None:  # superseded, out-led, or stopped before the hand-over
             self._event("subteam.stand_in_stopped", info)
             return
