@@ -318,3 +318,81 @@ def test_sub_leaders_get_the_model_and_a_goal_only_teams_workers_no_capability()
     assert "--sub-leader" in args and args[args.index("--model") + 1] == "m:x"
     args = team_worker_args(child, "sqlite:///s.db", "noop", Path(".tenure"), None, model="m:x")
     assert "--capability" not in args and "--model" not in args
+
+
+def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
+    wire: ServerFactory, store: Store, workdir: Path
+) -> None:
+    """The assignee plans the child team, claims its lease and dies before loading the
+    plan; an idle sub-leader stands in, loads that plan and never asks the model."""
+    server = wire([answer(GOOD)])
+    plan = goal_only_plan()
+    spec = plan.tasks[0].model_dump(mode="json")
+    executor = Recording()
+
+    def config(team: str, member: str) -> FollowerConfig:
+        return FollowerConfig(
+            team=team, member_id=member, state_dir=workdir, poll_interval=0.01, member_ttl=2.0
+        )
+
+    members = [
+        sub_leader(store, config(PARENT, "sub-2"), executor, planner=planner_on(server)),
+        Follower(store, config(CHILD, "w1"), executor),
+    ]
+    stop, leader_stop = threading.Event(), threading.Event()
+    threads = [threading.Thread(target=m.run, args=(stop,), daemon=True) for m in members]
+    store.join(PARENT, "ghost", ttl=1.0, priority=10, capabilities=("work", "subteam"))
+    leader = Leader(
+        store,
+        LeaderConfig(
+            team=PARENT,
+            member_id="top",
+            elect=False,
+            state_dir=workdir,
+            poll_interval=0.01,
+            stale_grace=3.0,
+        ),
+        plan,
+    )
+    outcome: list[str] = []
+    runner = threading.Thread(target=lambda: outcome.append(leader.run(leader_stop)), daemon=True)
+    for thread in [*threads, runner]:
+        thread.start()
+    try:
+        deliveries: list[Any] = []
+        while not deliveries and runner.is_alive():  # the ghost is alive until then
+            store.heartbeat(PARENT, "ghost", ttl=1.0)
+            deliveries = store.receive(
+                PARENT, "member:ghost", consumer="ghost", visibility_timeout=60
+            )
+            stop.wait(0.05)
+        [delivery] = deliveries
+        env = TaskEnvelope.model_validate(delivery.payload["body"])
+        task = store.get_task(PARENT, "pricing")
+        store.transition(
+            PARENT,
+            "pricing",
+            epoch=env.epoch,
+            expect=["queued"],
+            to="running",
+            version=task.version,
+        )
+        child = child_plan(PARENT, "pricing", spec)
+        assert child is not None
+        plan_once(store, "ghost", planner_on(server), child, spec, workdir)
+        store.claim_lease(CHILD, "ghost", ttl=1.0)
+        # ... and the ghost dies before loading the plan: no heartbeats, no renewals
+        runner.join(timeout=60)
+        assert outcome == ["finished"]
+    finally:
+        leader_stop.set()
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    pricing = store.get_task(PARENT, "pricing")
+    assert (pricing.state, pricing.attempt, pricing.assignee) == ("done", 1, "sub-2")
+    assert len(server.requests) == 1  # planned by the ghost only
+    assert sum(executor.calls.values()) == 3
+    assert attempt_spend(store)["calls"] == 1  # the ghost's planning, reported by the stand-in
+    kinds = [e.kind for e in store.events(PARENT, limit=5000)]
+    assert "subteam.standing_in" in kinds and "task.retry" not in kinds
