@@ -7,7 +7,9 @@ A backend whose server is missing is skipped on a laptop and FAILS in CI
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +22,15 @@ REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 BACKENDS = ["sqlite", "redis"]
 
 
+SESSION_PREFIX = f"t{uuid.uuid4().hex[:8]}"
+"""Every Redis key this test run makes starts with it: two runs sharing one server
+(a developer's and CI's, say) never see or wipe each other's keys."""
+_next_prefix = itertools.count(1)
+
+
 def redis_or_skip() -> str:
-    """The test Redis URL, flushed; skip (or fail in CI) when no server answers."""
+    """A Redis store URL with a key prefix of its own (an empty store for this test);
+    skip, or fail in CI, when no server answers."""
     if importlib.util.find_spec("tenure.store.redis") is None:
         pytest.skip("the redis backend is not part of this build")
     try:
@@ -39,9 +48,44 @@ def redis_or_skip() -> str:
         if CI:
             pytest.fail(message)
         pytest.skip(message)
-    client.flushdb()
-    client.close()
-    return REDIS_URL
+    finally:
+        client.close()
+    separator = "&" if "?" in REDIS_URL else "?"
+    return f"{REDIS_URL}{separator}prefix={SESSION_PREFIX}-{next(_next_prefix)}"
+
+
+def wipe_redis(url: str) -> int:
+    """Delete every key of the store at ``url`` (its prefix only): the store is lost,
+    as after a restart of a Redis that keeps nothing on disk. Returns the keys deleted."""
+    import redis
+
+    from tenure.store.redis.connection import parse_url
+
+    target = parse_url(url)
+    client = redis.Redis.from_url(target.client_url)
+    try:
+        keys = list(client.scan_iter(match=f"{target.prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        return len(keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_this_runs_redis_keys() -> Iterator[None]:
+    """At the end of the run, delete the keys its tests made (Redis is shared)."""
+    yield
+    try:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{SESSION_PREFIX}-*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        client.close()
+    except Exception:  # noqa: BLE001 - no server or no client: nothing was made
+        pass
 
 
 def url_for(backend: str, tmp_path: Path) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from conftest import wipe_redis
 from tenure.store import open_store
 
 from .conftest import FAKE_AGENT, fix_task, sh
@@ -118,11 +119,7 @@ def lose(url: str, tmp_path: Path) -> None:
         for path in tmp_path.glob("state.db*"):
             path.unlink()
         return
-    import redis
-
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
+    assert wipe_redis(url) > 0
 
 
 def test_a_killed_run_whose_database_is_lost_is_rebuilt_from_git(
@@ -137,6 +134,8 @@ def test_a_killed_run_whose_database_is_lost_is_rebuilt_from_git(
     log = repo / ".tenure/attempts/r1/t2-1/agent.log"
     try:
         wait_for(lambda: log.exists() and "mode hang" in log.read_text(), "t2 never started")
+        # t1 runs beside t2: kill once its merge is committed, so the kill is mid-t2 only
+        wait_for(lambda: rows(repo)["t1"]["state"] == "merged", "t1 was never merged")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

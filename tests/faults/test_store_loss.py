@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from conftest import redis_or_skip
+from conftest import redis_or_skip, wipe_redis
 from tenure.protocol import TaskEnvelope, idempotency_key
 from tenure.roles import Mailbox
 from tenure.store import Event
@@ -87,7 +86,7 @@ def test_a_wiped_redis_neither_obeys_a_stale_leader_nor_runs_an_effect_twice(
     )
 
     team.signal("L2", signal.SIGSTOP)  # the old leader is away while the store is lost
-    redis.Redis.from_url(team.url).flushdb()
+    assert wipe_redis(team.url) > 0
     assert team.store.current_epoch(team.name) == 0
     # a leader that came back below the members' epochs: the store (counter 0) would
     # accept epoch 1, so only the workers' own memory stands between it and the work

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import redis_or_skip
+from conftest import REDIS_URL, redis_or_skip
 from tenure.protocol.errors import ConfigError, StoreUnavailable
 from tenure.store import Store, open_store
 
@@ -29,13 +29,21 @@ def with_query(url: str, query: str) -> str:
 
 @pytest.fixture
 def redis_url() -> str:
-    """The test database, flushed (skipped, or failed in CI, without a server)."""
+    """An empty store under a key prefix of its own (skipped, or failed in CI,
+    without a server)."""
     return redis_or_skip()
 
 
 @pytest.fixture
+def prefix(redis_url: str) -> str:
+    return str(backend.connection.parse_url(redis_url).prefix)
+
+
+@pytest.fixture
 def raw(redis_url: str) -> Iterator[Any]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    """A plain client on the same database, to look at the keys themselves."""
+    target = backend.connection.parse_url(redis_url)
+    client = redis.Redis.from_url(target.client_url, decode_responses=True)
     yield client
     client.close()
 
@@ -50,9 +58,11 @@ def store(redis_url: str) -> Iterator[Store]:
 # --- key prefixes ------------------------------------------------------------------------
 
 
-def test_two_prefixes_on_one_database_do_not_see_each_other(redis_url: str, raw: Any) -> None:
-    a = open_store(with_query(redis_url, "prefix=app-a"))
-    b = open_store(with_query(redis_url, "prefix=app-b"))
+def test_two_prefixes_on_one_database_do_not_see_each_other(
+    redis_url: str, prefix: str, raw: Any
+) -> None:
+    a = open_store(with_query(redis_url, f"prefix={prefix}-app-a"))
+    b = open_store(with_query(redis_url, f"prefix={prefix}-app-b"))
     try:
         lease = a.claim_lease(TEAM, "alice", 30.0, at_least=9)
         a.join(TEAM, "m1", ttl=30.0)
@@ -75,15 +85,23 @@ def test_two_prefixes_on_one_database_do_not_see_each_other(redis_url: str, raw:
     finally:
         a.close()
         b.close()
-    keys = raw.keys("*")
+    keys = raw.keys(f"{prefix}-*")
     assert keys
-    assert all(k.startswith(("app-a:", "app-b:")) for k in keys), keys
+    assert all(k.startswith((f"{prefix}-app-a:", f"{prefix}-app-b:")) for k in keys), keys
 
 
-def test_default_prefix_is_tenure_and_team_is_in_the_key(store: Store, raw: Any) -> None:
-    store.claim_lease("org/research", "alice", 30.0)
-    assert "tenure:{org/research}:team" in raw.keys("*")
-    assert store.teams() == ["org/research"]
+def test_default_prefix_is_tenure_and_team_is_in_the_key(prefix: str, raw: Any) -> None:
+    team = f"org/{prefix}"  # a team of its own: the default prefix is shared by every run
+    store = open_store(REDIS_URL)
+    try:
+        store.claim_lease(team, "alice", 30.0)
+        assert f"tenure:{{{team}}}:team" in raw.keys(f"tenure:{{{team}}}:*")
+        assert team in store.teams()
+    finally:
+        for key in raw.keys(f"tenure:{{{team}}}:*"):
+            raw.delete(key)
+        raw.srem("tenure:teams", team)
+        store.close()
 
 
 # --- URL forms (no server needed) ----------------------------------------------------------
@@ -166,8 +184,10 @@ def test_closed_port_raises_store_unavailable_not_a_redis_error() -> None:
     store.close()
 
 
-def test_a_foreign_key_of_the_wrong_type_is_store_unavailable(store: Store, raw: Any) -> None:
-    raw.set("tenure:{team-a}:team", "not a hash")
+def test_a_foreign_key_of_the_wrong_type_is_store_unavailable(
+    store: Store, raw: Any, prefix: str
+) -> None:
+    raw.set(f"{prefix}:{{team-a}}:team", "not a hash")
     with pytest.raises(StoreUnavailable):
         store.current_epoch(TEAM)
     with pytest.raises(StoreUnavailable):
@@ -184,7 +204,7 @@ def test_scripts_are_reloaded_after_script_flush(store: Store, raw: Any) -> None
 
 
 def test_now_and_ttls_use_the_server_clock(
-    store: Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    store: Store, raw: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seconds, micros = raw.time()
     server = int(seconds) + int(micros) / 1e6
@@ -198,7 +218,7 @@ def test_now_and_ttls_use_the_server_clock(
     assert member.joined_at == pytest.approx(now, abs=2.0)
     [event] = [e for e in store.events(TEAM) if e.kind == "lease.claimed"]
     assert event.at == pytest.approx(now, abs=2.0)
-    stored = raw.hget("tenure:{team-a}:team", "expires")
+    stored = raw.hget(f"{prefix}:{{team-a}}:team", "expires")
     assert int(stored) / 1e6 == lease.expires_at
 
 
@@ -222,11 +242,13 @@ def test_redeliveries_come_back_oldest_first_whatever_their_timeouts(store: Stor
     assert [d.delivery_count for d in batch] == [2, 2, 1]
 
 
-def test_acked_messages_leave_no_stream_entries_behind(store: Store, raw: Any) -> None:
+def test_acked_messages_leave_no_stream_entries_behind(
+    store: Store, raw: Any, prefix: str
+) -> None:
     ids = [store.send(TEAM, "q", {"i": i}) for i in range(5)]
     for delivery in store.receive(TEAM, "q", consumer="c", visibility_timeout=30.0, max_messages=5):
         assert store.ack(TEAM, "q", delivery.message_id)
-    assert raw.xlen("tenure:{team-a}:q:q") == 0
-    assert raw.zcard("tenure:{team-a}:qv:q") == 0
+    assert raw.xlen(f"{prefix}:{{team-a}}:q:q") == 0
+    assert raw.zcard(f"{prefix}:{{team-a}}:qv:q") == 0
     assert store.ack(TEAM, "q", ids[0]) is False
     assert store.ack(TEAM, "q", "not-an-id") is False
