@@ -110,6 +110,4 @@ def unreported_spend(
         planning = read_log(store, team).spend
     except TenureError:
         planning = {}
-    # planning spend is added by crediting it against what was reported
-    credit = [{key: -value for key, value in planning.items()}] if any(planning.values()) else []
-    return nested_spend(children, [*reported, *credit])
+    return nested_spend(children, reported, planning)

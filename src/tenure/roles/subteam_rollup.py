@@ -19,14 +19,18 @@ INBOX_STATES = ("blocked", "failed")  # waiting for a person (`tenure inbox`)
 QUESTION_LIMIT = 300
 
 
-def nested_spend(tasks: list[TaskRecord], reported: list[dict[str, Any]]) -> Spend | None:
-    """The nested team's model spend not yet reported upward by an earlier attempt."""
+def nested_spend(
+    tasks: list[TaskRecord],
+    reported: list[dict[str, Any]],
+    planning: dict[str, float] | None = None,
+) -> Spend | None:
+    """The nested team's model spend (its tasks', plus ``planning``: what the
+    sub-leader's planner spent) not yet reported upward by an earlier attempt."""
     keys = ("input_tokens", "output_tokens", "cost_usd", "calls", "unpriced")
     total = dict.fromkeys(keys, 0.0)
-    for task in tasks:
-        for entry in task.data.get("spend_log", []):
-            for key in keys:
-                total[key] += float(entry.get(key, 0))
+    for entry in [*(e for task in tasks for e in task.data.get("spend_log", [])), planning or {}]:
+        for key in keys:
+            total[key] += float(entry.get(key, 0))
     for entry in reported:
         for key in keys:
             total[key] -= float(entry.get(key, 0))
