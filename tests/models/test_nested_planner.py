@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ghost_member import ghost_takes_attempt
 from tenure.console.run_cmds import team_worker_args
 from tenure.executors import TaskContext, coerce_result
 from tenure.models import guard, open_model
@@ -359,24 +360,7 @@ def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
     for thread in [*threads, runner]:
         thread.start()
     try:
-        deliveries: list[Any] = []
-        while not deliveries and runner.is_alive():  # the ghost is alive until then
-            store.heartbeat(PARENT, "ghost", ttl=1.0)
-            deliveries = store.receive(
-                PARENT, "member:ghost", consumer="ghost", visibility_timeout=60
-            )
-            stop.wait(0.05)
-        [delivery] = deliveries
-        env = TaskEnvelope.model_validate(delivery.payload["body"])
-        task = store.get_task(PARENT, "pricing")
-        store.transition(
-            PARENT,
-            "pricing",
-            epoch=env.epoch,
-            expect=["queued"],
-            to="running",
-            version=task.version,
-        )
+        ghost_takes_attempt(store, PARENT, "pricing", alive=runner)
         child = child_plan(PARENT, "pricing", spec)
         assert child is not None
         plan_once(store, "ghost", planner_on(server), child, spec, workdir)

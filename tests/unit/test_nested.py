@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ghost_member import ghost_takes_attempt
 from tenure.coord import LeaseTiming
 from tenure.executors import TaskContext, coerce_result, make_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
@@ -561,25 +562,7 @@ def test_a_stand_in_leads_the_child_team_for_the_same_attempt(store: Store, tmp_
     for thread in [*threads, runner]:
         thread.start()
     try:
-        deliveries = []
-        deadline = time.monotonic() + 20
-        while not deliveries and time.monotonic() < deadline:  # the ghost is alive until then
-            store.heartbeat(PARENT, "ghost", ttl=1.0)
-            deliveries = store.receive(
-                PARENT, "member:ghost", consumer="ghost", visibility_timeout=60
-            )
-            time.sleep(0.05)
-        [delivery] = deliveries
-        env = TaskEnvelope.model_validate(delivery.payload["body"])
-        task = store.get_task(PARENT, "pricing")
-        store.transition(
-            PARENT,
-            "pricing",
-            epoch=env.epoch,
-            expect=["queued"],
-            to="running",
-            version=task.version,
-        )
+        ghost_takes_attempt(store, PARENT, "pricing", seconds=20)
         ghost_epoch = store.claim_lease(CHILD, "ghost", ttl=1.0).epoch
         # ... and the ghost dies: no more heartbeats, no renewals
         runner.join(timeout=40)
