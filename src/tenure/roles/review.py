@@ -14,6 +14,7 @@ from tenure.roles.subteam_parent import stale_report
 from tenure.roles.verdicts import run_ladder
 from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import Trust
+from tenure.verify.meter import Mark
 
 FAILURE_LIMIT = 2000
 
@@ -36,7 +37,8 @@ class Reviewer:
         self.workdir = workdir
         self.event = on_event
         self.splitter = splitter  # a roles.split.Splitter: split once before the inbox
-        self.trust = trust  # judge models for the ladder (tenure.verify.Trust)
+        # judge models for the ladder; its meter says what they spent on each result
+        self.trust = trust if trust is not None else Trust()
 
     def on_result(self, result: TaskResult, sender: str | None = None) -> None:
         """Take a result into review, unless it is a duplicate, from an old attempt,
@@ -94,7 +96,9 @@ class Reviewer:
             self.block(task, f"refused: {reason}")
 
     def _verify(self, task: TaskRecord, result: TaskResult) -> None:
+        mark = self.trust.meter.mark()
         verdicts = run_ladder(self, task, result)  # every verdict is logged there
+        task = self._charge_judges(task, mark, moved=verdicts is None)
         if verdicts is None:
             return  # the team's tie-break policy sent it to a person
         failing = [v for v in verdicts if not v.passed]
@@ -156,6 +160,27 @@ class Reviewer:
         self._move(task, "failed", assignee=None, data=data, reason=reason[:500])
         self.event("budget.exceeded", {"task_id": task.task_id, "reason": reason[:500]})
         self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+
+    def _charge_judges(self, task: TaskRecord, mark: Mark, *, moved: bool) -> TaskRecord:
+        """Log what judge models spent on this result in the task's spend, where the
+        budgets and ``tenure status`` count it (``moved``: the ladder already moved it)."""
+        spent = self.trust.meter.since(mark)
+        if spent is None:
+            return task
+        if moved:
+            task = self.store.get_task(self.team, task.task_id)
+        if task.state in ("done", "cancelled"):
+            return task
+        data = budget.log_extra(task.data, "judge", spent, task.attempt)
+        return self.store.transition(
+            self.team,
+            task.task_id,
+            epoch=self.epoch(),
+            expect=[task.state],
+            to=task.state,
+            version=task.version,
+            data=data,
+        )
 
     def _ran(self, task: TaskRecord) -> float:
         """Wall seconds of the current attempt so far, by the store's clock."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tenure.models import Model, open_model
 from tenure.protocol import ConfigError, TenureError
+from tenure.verify.meter import Meter, Metered
 from tenure.verify.quorum import Comparator
 from tenure.verify.quorum import comparator as find_comparator
 
@@ -26,9 +27,14 @@ class Trust:
     judge: Model | None = None
     models: Mapping[str, Model] = field(default_factory=dict)
     comparators: Mapping[str, Comparator] = field(default_factory=dict)
+    meter: Meter = field(default_factory=Meter)  # what the judges spent, for the budgets
 
     def model(self, name: str | None) -> Model:
-        """The model called ``name`` (or the default judge); ConfigError if there is none."""
+        """The model called ``name`` (or the default judge), metered; ConfigError if
+        there is none."""
+        return Metered(self._find(name), self.meter)
+
+    def _find(self, name: str | None) -> Model:
         if name and name in self.models:
             return self.models[name]
         if not name and self.judge is not None:
