@@ -42,9 +42,7 @@ def writer(env: Any, ctx: Any) -> dict[str, Any]:
     return {"status": "completed", "artifact": {"summary": f"draft {env.attempt}"}}
 
 
-def test_each_judged_attempt_logs_the_judges_tokens_and_cost(
-    store: Store, tmp_path: Path
-) -> None:
+def test_each_judged_attempt_logs_the_judges_tokens_and_cost(store: Store, tmp_path: Path) -> None:
     judge = grading(0.2, 0.9)
     crew = Crew(store, tmp_path, plan_of(judged_task()), trust=Trust(judge=judge))
     crew.hire("w1", Recording(writer))
@@ -85,3 +83,22 @@ def test_no_judge_no_judge_spend(store: Store, tmp_path: Path) -> None:
     record = task(store, "plain")
     assert record.state == "done"
     assert not [e for e in record.data.get("spend_log", []) if e.get("kind") == "judge"]
+
+
+def test_a_tie_break_judge_settling_a_quorum_is_charged_to_the_task(
+    store: Store, tmp_path: Path
+) -> None:
+    from .harness import judge_preferring
+    from .test_policies import price_team
+
+    judge = judge_preferring('"price": 120')
+    crew, _ = price_team(
+        store, tmp_path, {"judge": {"model": "fair"}}, Trust(models={"fair": judge})
+    )
+    record = task(store, "acme-price")
+    assert record.state == "done"
+    charged = [e for e in record.data["spend_log"] if e.get("kind") == "judge"]
+    assert sum(e["calls"] for e in charged) == len(judge.calls) == 2  # both orders
+    tokens_in = sum(count_tokens(m.content) for c in judge.calls for m in c)
+    assert sum(e["input_tokens"] for e in charged) == tokens_in
+    assert crew.conductor.reviewer.trust.meter.calls == 2

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.protocol import TaskResult, TenureError, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
+from tenure.roles import budget
 from tenure.roles.quorum_count import count_votes
 from tenure.roles.quorum_rounds import (
     VOTER_CHECKS,
@@ -96,9 +97,15 @@ def tick(conductor: Conductor) -> bool:
 
 def _settle(conductor: Conductor, task: TaskRecord, voters: list[TaskRecord]) -> None:
     """Count the round's accepted answers, break a tie by the plan's policy, review."""
+    meter = conductor.reviewer.trust.meter
+    mark = meter.mark()
     outcome = count_votes(conductor, task, voters)
     state = dict(task.data.get(QUORUM_DATA) or {})
     state["outcome"] = outcome
+    data = {**task.data, QUORUM_DATA: state}
+    judged = meter.since(mark)  # a tie-break judge's calls are this task's spend
+    if judged is not None:
+        data = budget.log_extra(data, "judge", judged, int(state["round"]))
     conductor.store.transition(
         conductor.team,
         task.task_id,
@@ -107,7 +114,7 @@ def _settle(conductor: Conductor, task: TaskRecord, voters: list[TaskRecord]) ->
         to="running",
         version=task.version,
         attempt=int(state["round"]),
-        data={**task.data, QUORUM_DATA: state},
+        data=data,
         reason=f"quorum round {state['round']} counted",
     )
     retire(conductor, voters)
