@@ -175,3 +175,26 @@ def test_last_event_seq_of_the_base_class_pages_through_the_log(store: Store) ->
         store.append_event(TEAM, "k", {"i": i})
     assert Store.last_event_seq(store, TEAM) == store.last_event_seq(TEAM)
     assert store.last_event_seq(TEAM) == store.events(TEAM, after=1000)[-1].seq
+
+
+def test_trim_events_deletes_only_that_teams_older_events(store: Store) -> None:
+    mine = [store.append_event(TEAM, "k", {"i": i}) for i in range(5)]
+    theirs = [store.append_event(OTHER_TEAM, "k", {"i": i}) for i in range(3)]
+    assert store.trim_events(TEAM, before_seq=mine[3]) == 3
+    assert [e.seq for e in store.events(TEAM)] == mine[3:]
+    assert [e.seq for e in store.events(OTHER_TEAM)] == theirs
+    assert [e.seq for e in store.events()] == sorted([*mine[3:], *theirs])  # store-wide too
+    assert store.last_event_seq(TEAM) == mine[-1]
+    assert store.trim_events(TEAM, before_seq=mine[3]) == 0  # nothing left below it
+    assert store.trim_events("nobody", before_seq=10**6) == 0
+
+
+def test_trimmed_events_leave_the_register_and_new_events_alone(store: Store) -> None:
+    epoch = store.claim_lease(TEAM, "alice", 30.0).epoch
+    store.create_task(TEAM, "t1", epoch=epoch, spec={})
+    newest = store.last_event_seq(TEAM)
+    assert store.trim_events(TEAM, before_seq=newest + 1) >= 2  # lease claim, task created
+    assert store.events(TEAM) == []
+    assert store.get_task(TEAM, "t1").state == "queued"
+    seq = store.append_event(TEAM, "after", {})
+    assert seq > newest and [e.kind for e in store.events(TEAM)] == ["after"]

@@ -12,6 +12,7 @@ from tenure.console import (
     protocol_cmds,
     run_cmds,
     state_cmds,
+    trim_cmds,
 )
 from tenure.console.app import app, run
 
@@ -26,6 +27,7 @@ _COMMAND_MODULES = (
     decisions_cmds,
     demo,
     coding_cmds,
+    trim_cmds,
 )
 
 

@@ -256,6 +256,16 @@ class Store(ABC):
                 return after
 
     @abstractmethod
+    def trim_events(self, team: str, before_seq: int) -> int:
+        """Delete the team's events with ``seq < before_seq``; returns how many went.
+
+        The log is the audit trail and grows with every change: operators trim
+        what is old (``tenure trim``). Nothing else reads old events: a leader's
+        register view only follows events after its last round, and a new one
+        reads the register itself.
+        """
+
+    @abstractmethod
     def teams(self) -> list[str]:
         """Every team this store has state for."""
 

@@ -109,6 +109,23 @@ class MessagesMixin(RedisBase):
         reply = self._run("events", team or "", [key], [start, int(limit)])
         return [_event(row[0], row[1::2], row[2::2]) for row in json.loads(reply[1])]
 
+    def trim_events(self, team: str, before_seq: int) -> int:
+        """XTRIM the team's stream; the same entries (same ids) leave the store-wide
+        stream one page at a time, so nothing else's events are touched."""
+        key = self.keys.team(team, "events")
+        end = f"({max(1, before_seq)}-0"
+        removed = 0
+        with self._translated():
+            while True:
+                page = self.client.xrange(key, "-", end, count=1000)
+                if not page:
+                    return removed
+                ids = [entry_id for entry_id, _ in page]
+                pipe = self.client.pipeline(transaction=True)
+                pipe.xdel(self.keys.events, *ids)
+                pipe.xdel(key, *ids)
+                removed += int(pipe.execute()[1])
+
     def last_event_seq(self, team: str) -> int:
         with self._translated():
             newest = self.client.xrevrange(self.keys.team(team, "events"), count=1)

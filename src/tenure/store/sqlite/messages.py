@@ -131,6 +131,11 @@ class MessagesMixin(SQLiteBase):
             for r in rows
         ]
 
+    def trim_events(self, team: str, before_seq: int) -> int:
+        with self.db.write() as cur:
+            cur.execute("DELETE FROM events WHERE team = ? AND seq < ?", (team, before_seq))
+            return int(cur.rowcount)
+
     def last_event_seq(self, team: str) -> int:
         rows = self.db.read("SELECT MAX(seq) FROM events WHERE team = ?", (team,))
         return int(rows[0][0] or 0)

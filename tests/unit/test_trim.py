@@ -1,0 +1,88 @@
+"""``tenure trim``: a team's old events go, on request; the register and newer events stay."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from test_cli_team import tenure
+
+from tenure.console.trim_cmds import seconds_of
+from tenure.store import open_store
+
+TEAM = "pricing"
+
+
+@pytest.fixture
+def aged_store(tmp_path: Path) -> str:
+    """A SQLite store with 5 events a day old and 2 fresh ones, and one task."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with open_store(url) as store:
+        epoch = store.claim_lease(TEAM, "lead", 30.0).epoch
+        store.create_task(TEAM, "t1", epoch=epoch, spec={})
+        for i in range(3):
+            store.append_event(TEAM, "old", {"i": i})
+        store.append_event("other", "old", {})
+        old = store.last_event_seq(TEAM)
+    with sqlite3.connect(tmp_path / "state.db") as db:  # the setup ages them by a day
+        db.execute("UPDATE events SET at = at - 86400")
+    with open_store(url) as store:
+        store.append_event(TEAM, "new", {"i": 1})
+        store.append_event(TEAM, "new", {"i": 2})
+        assert store.last_event_seq(TEAM) > old
+    return url
+
+
+def kinds(url: str, team: str) -> list[str]:
+    with open_store(url) as store:
+        return [e.kind for e in store.events(team)]
+
+
+def test_without_yes_it_only_counts(aged_store: str, tmp_path: Path) -> None:
+    before = kinds(aged_store, TEAM)
+    done = tenure(tmp_path, "trim", "--team", TEAM, "--older-than", "12h", "--store", aged_store)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(before) - 2} event(s) of {TEAM} are older than 12h" in done.stdout
+    assert kinds(aged_store, TEAM) == before
+
+
+def test_with_yes_old_events_go_and_the_rest_stays(aged_store: str, tmp_path: Path) -> None:
+    args = ("trim", "-t", TEAM, "--older-than", "12h", "--store", aged_store, "--yes")
+    done = tenure(tmp_path, *args)
+    assert done.returncode == 0, done.stderr
+    assert "trimmed 5 event(s)" in done.stdout  # lease claim, task created, 3 old
+    assert kinds(aged_store, TEAM) == ["new", "new"]
+    assert kinds(aged_store, "other") == ["old"]  # another team's log is its own
+    with open_store(aged_store) as store:
+        assert store.get_task(TEAM, "t1").state == "queued"
+        assert store.current_lease(TEAM) is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--older-than", "10s"), "--older-than: at least 60s"),
+        (("--older-than", "a week"), "--older-than: a duration like 90s"),
+        (("--older-than", "1d", "-t", "nobody"), "the store has no team 'nobody'"),
+    ],
+)
+def test_bad_input_is_one_line_and_deletes_nothing(
+    aged_store: str, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    before = kinds(aged_store, TEAM)
+    team = () if "-t" in args else ("-t", TEAM)
+    done = tenure(tmp_path, "trim", *team, *args, "--store", aged_store, "--yes")
+    assert done.returncode == 1
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert kinds(aged_store, TEAM) == before
+
+
+def test_durations() -> None:
+    assert [seconds_of(t) for t in ("90", "90s", "30m", "1.5h", "7d")] == [
+        90,
+        90,
+        1800,
+        5400,
+        604800,
+    ]
