@@ -44,7 +44,8 @@ class LeaderCore:
         self.lock = threading.Lock()
         self.order = merge_order(self.plan)
         self.cancels: dict[str, threading.Event] = {}
-        self.cancel_reason = ""
+        self.cancel_reason = ""  # a replan's, for the attempts it cancels
+        self.cancel_why: dict[str, str] = {}  # an operator's, per cancelled task
         url = config.store_url or default_store_url(self.root)
         self.register = RunRegister(url, self.run_id, LeaseTiming(ttl=config.lease_ttl))
         self.tip: str | None = None  # the integration commit this leader made last

@@ -59,6 +59,7 @@ class CodingLeader(LeaderResume):
         try:
             self._open()
             self._take_answers()
+            self._take_cancels()
             pid_file.parent.mkdir(parents=True, exist_ok=True)
             pid_file.write_text(f"{os.getpid()}\n")
             return self._loop(stop)
@@ -101,6 +102,7 @@ class CodingLeader(LeaderResume):
         while not stop.is_set():
             self.register.fence()
             self._take_answers()
+            self._take_cancels()
             try:
                 request = ReplanRequest.read(self.attempts_dir)
             except (ValueError, KeyError, TypeError) as exc:  # unreadable: refuse it
@@ -187,7 +189,7 @@ class CodingLeader(LeaderResume):
         row.updated_at = now()
         cancel = self.cancels.pop(task.id, None)
         if cancel is not None and cancel.is_set():
-            why = f"cancelled by a replan: {self.cancel_reason}"
+            why = self.cancel_why.pop(task.id, "") or f"cancelled by a replan: {self.cancel_reason}"
             self.folder.append_attempt(task.id, attempt.number, f"{why}\n{back.reason}")
             row.state, row.reason = CANCELLED, why
             row.history.append(f"attempt {row.attempt}: {why}"[:250])

@@ -210,6 +210,13 @@ class RunRegister:
                 found[record.task_id] = qa[seen:]
         return found
 
+    def cancelled(self) -> dict[str, str]:
+        """Tasks whose register record is cancelled, with the reason given: the
+        leader's own mirror of a cancelled row, or ``tenure cancel`` by an operator."""
+        return {
+            r.task_id: r.reason or "no reason given" for r in self.tasks() if r.state == "cancelled"
+        }
+
     def taken(self, task_id: str, count: int) -> None:
         """Answers up to ``count`` are in the task file; the next sync records it."""
         self.qa_seen[task_id] = count
