@@ -216,3 +216,24 @@ def test_non_positive_visibility_timeout_raises_protocol_error(
         store.receive(TEAM, Q, consumer="c1", visibility_timeout=timeout)
     assert caught.value.field == "visibility_timeout"
     assert len(store.receive(TEAM, Q, consumer="c1", visibility_timeout=LONG)) == 1
+
+
+def test_drop_dead_letters_deletes_only_the_dead_of_that_queue(store: Store) -> None:
+    poison = {queue: store.send(TEAM, queue, {"poison": queue}) for queue in (Q, "other")}
+    for queue in (Q, "other"):
+        store.receive(TEAM, queue, consumer="c1", visibility_timeout=0.05, max_deliveries=1)
+    wait_out(0.05, 0.05)
+    live = store.send(TEAM, Q, {"poison": False})
+    # the next receive gives each poison message up and hands out the live one
+    [d] = store.receive(TEAM, Q, consumer="c1", visibility_timeout=LONG, max_deliveries=1)
+    assert d.message_id == live
+    assert (
+        store.receive(TEAM, "other", consumer="c1", visibility_timeout=LONG, max_deliveries=1) == []
+    )
+    assert sorted(x.message_id for x in store.dead_letters(TEAM)) == sorted(poison.values())
+    assert store.drop_dead_letters(TEAM, "other") == 1
+    assert [x.message_id for x in store.dead_letters(TEAM)] == [poison[Q]]
+    assert store.drop_dead_letters(TEAM) == 1
+    assert store.dead_letters(TEAM) == []
+    assert store.drop_dead_letters(TEAM) == 0
+    assert store.ack(TEAM, Q, live) is True  # a live message is untouched

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,39 @@ def test_durations() -> None:
         5400,
         604800,
     ]
+
+
+@pytest.fixture
+def poisoned_store(tmp_path: Path) -> str:
+    """A SQLite store whose team gave up on one message of each of two queues."""
+    url = f"sqlite:///{tmp_path / 'dead.db'}"
+    with open_store(url) as store:
+        for queue in ("leader", "member:w1"):
+            store.send(TEAM, queue, {"type": "task.result", "poison": queue})
+            store.receive(TEAM, queue, consumer="c", visibility_timeout=0.01, max_deliveries=1)
+        time.sleep(0.05)
+        for queue in ("leader", "member:w1"):
+            assert (
+                store.receive(TEAM, queue, consumer="c", visibility_timeout=5, max_deliveries=1)
+                == []
+            )
+        assert len(store.dead_letters(TEAM)) == 2
+    return url
+
+
+def test_dead_letters_are_listed_then_dropped_only_with_yes(
+    poisoned_store: str, tmp_path: Path
+) -> None:
+    listed = tenure(tmp_path, "dead-letters", "-t", TEAM, "--store", poisoned_store)
+    assert listed.returncode == 0, listed.stderr
+    assert "dead letters of pricing" in listed.stdout
+    assert '"poison": "leader"' in listed.stdout and "member:w1" in listed.stdout
+    asked = tenure(tmp_path, "dead-letters", "-t", TEAM, "--store", poisoned_store, "--drop")
+    assert "add --yes to delete these 2 dead letter(s)" in asked.stdout
+    one = ("dead-letters", "-t", TEAM, "--store", poisoned_store, "--queue", "leader")
+    dropped = tenure(tmp_path, *one, "--drop", "--yes")
+    assert "dropped 1 dead letter(s) of pricing" in dropped.stdout, dropped.stderr
+    with open_store(poisoned_store) as store:
+        assert [d.queue for d in store.dead_letters(TEAM)] == ["member:w1"]
+    empty = tenure(tmp_path, *one)
+    assert "no dead letters in pricing queue leader" in empty.stdout

@@ -1,16 +1,22 @@
-"""``tenure trim``: delete a team's old events, the one part of a store that only grows.
+"""Housekeeping: the parts of a store that only grow.
 
-Tasks, leases and members stay; only events older than a cutoff go. The cutoff
-has a floor of a minute, far above a leader's round, so no live reader of the
-log (a leader's register view) can still be waiting for what is removed.
+``tenure trim`` deletes a team's events older than a cutoff (tasks, leases and
+members stay). The cutoff has a floor of a minute, far above a leader's round,
+so no live reader of the log (a leader's register view) can still be waiting
+for what is removed. ``tenure dead-letters`` shows the messages a team gave up
+on (delivered too often without an ack) and drops them on request.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
 from tenure.store import Store, open_store
@@ -42,6 +48,12 @@ def cutoff_seq(store: Store, team: str, before: float) -> tuple[int, int]:
         after = page[-1].seq
 
 
+def _known_team(store: Store, team: str) -> None:
+    if team not in store.teams():
+        known = ", ".join(store.teams()[:10]) or "none"
+        raise fail(f"the store has no team {team!r} (teams: {known})")
+
+
 @app.command()
 def trim(
     team: Annotated[str, typer.Option("--team", "-t", help="The team whose events go.")],
@@ -60,12 +72,50 @@ def trim(
     if age < MIN_AGE:
         raise fail(f"--older-than: at least {MIN_AGE:g}s, so no running leader misses an event")
     with open_store(store_url(store)) as opened:
-        if team not in opened.teams():
-            known = ", ".join(opened.teams()[:10]) or "none"
-            raise fail(f"the store has no team {team!r} (teams: {known})")
+        _known_team(opened, team)
         keep_from, going = cutoff_seq(opened, team, opened.now() - age)
         if not yes:
-            out.print(f"{going} event(s) of {team} are older than {older_than}; add --yes to delete")
+            out.print(
+                f"{going} event(s) of {team} are older than {older_than}; add --yes to delete"
+            )
             return
         removed = opened.trim_events(team, keep_from)
     out.print(f"[green]trimmed[/] {removed} event(s) of {team} older than {older_than}")
+
+
+@app.command("dead-letters")
+def dead_letters(
+    team: Annotated[str, typer.Option("--team", "-t", help="The team whose dead letters.")],
+    store: StoreOption = None,
+    queue: Annotated[str | None, typer.Option(help="Only this queue.")] = None,
+    drop: Annotated[bool, typer.Option("--drop", help="Delete them (with --yes).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm --drop.")] = False,
+) -> None:
+    """List the messages a team gave up on after too many deliveries, oldest first;
+    with --drop --yes, delete them once read.
+
+    Example: `tenure dead-letters --team pricing` then `tenure dead-letters --team pricing --drop --yes`
+    """
+    with open_store(store_url(store)) as opened:
+        _known_team(opened, team)
+        found = opened.dead_letters(team, queue)
+        if drop and yes:
+            removed = opened.drop_dead_letters(team, queue)
+            out.print(f"[green]dropped[/] {removed} dead letter(s) of {team}")
+            return
+    if not found:
+        out.print(f"no dead letters in {team}" + (f" queue {queue}" if queue else ""))
+        return
+    table = Table(title=f"dead letters of {team}", title_justify="left")
+    for column in ("message", "queue", "deliveries", "sent", "payload"):
+        table.add_column(column, overflow="fold")
+    for letter in found:
+        sent = datetime.fromtimestamp(letter.sent_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        payload = json.dumps(letter.payload, default=str)
+        preview = payload if len(payload) <= 120 else payload[:117] + "..."
+        table.add_row(
+            letter.message_id, letter.queue, str(letter.delivery_count), sent, escape(preview)
+        )
+    out.print(table)
+    if drop:
+        out.print(f"add --yes to delete these {len(found)} dead letter(s)")

@@ -229,6 +229,11 @@ class Store(ABC):
     def dead_letters(self, team: str, queue: str | None = None) -> list[Delivery]:
         """Messages given up on after too many deliveries."""
 
+    @abstractmethod
+    def drop_dead_letters(self, team: str, queue: str | None = None) -> int:
+        """Delete the team's dead letters (of one queue, or all); returns how many went.
+        An operator reads them first (``tenure dead-letters``); nothing else does."""
+
     # --- events ---------------------------------------------------------------------
 
     @abstractmethod

@@ -88,6 +88,13 @@ class MessagesMixin(RedisBase):
             )
         return found
 
+    def drop_dead_letters(self, team: str, queue: str | None = None) -> int:
+        key = self.keys.team(team, "dead")
+        with self._translated():
+            entries = self.client.xrange(key)
+            ids = [i for i, fields in entries if queue is None or fields.get("q") == queue]
+            return int(self.client.xdel(key, *ids)) if ids else 0
+
     def _queue_key(self, team: str, queue: str) -> str:
         return self.keys.team(team, f"q:{queue}")
 

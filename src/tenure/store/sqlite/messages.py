@@ -98,6 +98,13 @@ class MessagesMixin(SQLiteBase):
         rows = self.db.read(sql + " ORDER BY seq", params)
         return [_delivery(row, row["deliveries"]) for row in rows]
 
+    def drop_dead_letters(self, team: str, queue: str | None = None) -> int:
+        sql = "DELETE FROM messages WHERE team = ? AND dead = 1"
+        params: tuple[object, ...] = (team,) if queue is None else (team, queue)
+        with self.db.write() as cur:
+            cur.execute(sql if queue is None else sql + " AND queue = ?", params)
+            return int(cur.rowcount)
+
     def _dead_letter(self, cur: sqlite3.Cursor, row: sqlite3.Row, consumer: str) -> None:
         cur.execute("UPDATE messages SET dead = 1 WHERE seq = ?", (row["seq"],))
         data = {
