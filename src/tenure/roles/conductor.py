@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tenure.protocol import Plan, PlanTask, TenureError, idempotency_key, parse_message, to_dict
+from tenure.protocol import Plan, TenureError, idempotency_key, parse_message
 from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.roles import budget, quorum
+from tenure.roles.register_plan import plan_settled, plan_spec
 from tenure.roles.register_view import RegisterView
 from tenure.roles.review import Reviewer
 from tenure.roles.split import settle_splits
@@ -22,35 +23,6 @@ from tenure.roles.subteam_parent import SILENT_GRACE_FACTOR, SubLeaders, dispatc
 from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
 from tenure.store import Member, Store, TaskRecord
 from tenure.verify import Trust
-
-OPEN_STATES = ("queued", "running", "review")
-
-
-def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
-    spec = to_dict(task)
-    spec["max_attempts"] = plan.attempts_for(task)
-    if plan.budget is not None:  # the team's limits and planning spend travel with each task
-        spec["team_budget"] = to_dict(plan.budget)
-    if plan.planning_spend is not None:
-        spec["planning_spend"] = to_dict(plan.planning_spend)
-    if plan.policies:  # the team's tie-break policies, for the tasks that disagree
-        spec["policies"] = plan.policies
-    return spec
-
-
-def plan_settled(tasks: list[TaskRecord]) -> bool:
-    """True when each task is settled, or queued behind a dependency that is
-    itself waiting for a person."""
-    stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
-    grew = True
-    while grew:
-        grew = False
-        for t in tasks:
-            deps = t.spec.get("depends_on", [])
-            if t.task_id not in stuck and t.state == "queued" and stuck.intersection(deps):
-                stuck.add(t.task_id)
-                grew = True
-    return all(t.state not in OPEN_STATES or t.task_id in stuck for t in tasks)
 
 
 class Conductor:

@@ -31,10 +31,10 @@ from tenure.coord import LeaseTiming
 from tenure.executors import Executor, TaskContext, failed
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
-from tenure.roles.conductor import plan_settled
 from tenure.roles.follower import Follower, FollowerConfig
 from tenure.roles.leader import Leader, LeaderConfig, Outcome
 from tenure.roles.planner import Planner
+from tenure.roles.register_plan import plan_settled
 from tenure.roles.subteam_plan import plan_once, unreported_spend
 from tenure.roles.subteam_rollup import nested_spend, rollup
 from tenure.roles.subteam_standby import Standby
