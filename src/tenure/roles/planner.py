@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.models import ChatMessage, Completion, Model, ModelError, Usage
+from tenure.models import ChatMessage, Completion, Model, ModelError
+from tenure.models.meter import Mark, Meter
 from tenure.protocol import Plan, PlanTask, Spend, TenureError
 from tenure.protocol.errors import ConfigError
 from tenure.roles.plan_artifacts import MAX_LISTED, Artifact, ArtifactKind, artifacts_from
@@ -133,9 +134,11 @@ class Planner:
     max_rounds: int = 3
     max_tokens: int | None = 8192
     on_event: EventSink = _ignore
-    usage: Usage = field(default_factory=Usage)
-    calls: int = 0
-    unpriced: int = 0
+    meter: Meter = field(default_factory=Meter)  # every call's tokens and cost
+
+    @property
+    def calls(self) -> int:
+        return self.meter.calls
 
     def plan(
         self,
@@ -153,7 +156,7 @@ class Planner:
                 "the planner needs at least one artifact the team can reach: pass --artifact "
                 "PATH_OR_URL (repeatable)"
             )
-        start = self.usage, self.calls, self.unpriced
+        start = self.meter.mark()
         prompt = f"Goal: {goal}\n\nArtifacts the team can reach:\n"
         prompt += "\n".join(a.line() for a in artifacts)
         prompt += "\n\nReturn the plan as one JSON object."
@@ -207,9 +210,7 @@ class Planner:
         )
 
     def _count(self, completion: Completion, purpose: str, round_: int) -> None:
-        self.usage = self.usage + completion.usage
-        self.calls += 1
-        self.unpriced += 0 if completion.priced else 1
+        self.meter.record(completion, f"{self.model.provider}:{self.model.name}")
         self.on_event(
             "planner.call",
             {
@@ -222,16 +223,8 @@ class Planner:
             },
         )
 
-    def _spend_since(self, start: tuple[Usage, int, int]) -> Spend:
-        usage, calls, unpriced = start
-        return Spend(
-            input_tokens=self.usage.input_tokens - usage.input_tokens,
-            output_tokens=self.usage.output_tokens - usage.output_tokens,
-            cost_usd=round(max(0.0, self.usage.cost_usd - usage.cost_usd), 8),
-            calls=self.calls - calls,
-            unpriced=self.unpriced - unpriced,
-            model=f"{self.model.provider}:{self.model.name}",
-        )
+    def _spend_since(self, start: Mark) -> Spend:
+        return self.meter.since(start) or Spend(model=f"{self.model.provider}:{self.model.name}")
 
     # --- splitting ---------------------------------------------------------------------
 
@@ -246,7 +239,7 @@ class Planner:
     ) -> tuple[list[PlanTask], Spend]:
         """Smaller tasks that together do ``task``'s goal, ids prefixed ``<task>.``, within its
         scope, grounded; the caller's ``taken`` ids are avoided. PlanningFailed if none."""
-        start = self.usage, self.calls, self.unpriced
+        start = self.meter.mark()
         shown = task.model_dump(mode="json", exclude_defaults=True)
         prompt = (
             f"This task failed every attempt:\n```json\n{json.dumps(shown, indent=2)}\n```\n"

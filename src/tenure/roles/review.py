@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tenure.models.meter import Mark
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
 from tenure.roles import budget
@@ -14,7 +15,6 @@ from tenure.roles.subteam_parent import stale_report
 from tenure.roles.verdicts import run_ladder
 from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import Trust
-from tenure.verify.meter import Mark
 
 FAILURE_LIMIT = 2000
 

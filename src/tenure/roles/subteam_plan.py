@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tenure.models import Usage
+from tenure.models.meter import Meter
 from tenure.protocol import Plan, Spend, TenureError, to_dict
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.plan import SubTeam
@@ -88,7 +88,7 @@ def plan_once(
         store.append_event(plan.team, kind, {"member": member, **data})
 
     section = SubTeam.model_validate(spec["team"])
-    fresh = replace(planner, on_event=record, usage=Usage(), calls=0, unpriced=0)
+    fresh = replace(planner, on_event=record, meter=Meter())
     made = fresh.plan(
         plan.goal,
         artifacts_from(section.artifacts, workdir),

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tenure.models import Model, open_model
+from tenure.models.meter import Meter, Metered
 from tenure.protocol import ConfigError, TenureError
-from tenure.verify.meter import Meter, Metered
 from tenure.verify.quorum import Comparator
 from tenure.verify.quorum import comparator as find_comparator
 

@@ -1,4 +1,5 @@
-"""What judge calls cost: the leader's own model spend, charged to the task it judged.
+"""What model calls cost, added up where no worker reports them: the planner's calls and
+the leader's judges (charged to the task they judged).
 
 A judge runs in the leader, not in a worker, so no worker reports its tokens.
 ``Trust`` hands out every judge model wrapped in ``Metered``, which adds each
@@ -13,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.models import ChatMessage, Completion, Model, Usage
+from tenure.models.base import ChatMessage, Completion, Model, Usage
 from tenure.protocol.envelope import Spend
 
 Mark = tuple[Usage, int, int]
@@ -71,5 +72,7 @@ class Metered:
         max_tokens: int | None = None,
     ) -> Completion:
         completion = self.inner.complete(messages, json_schema=json_schema, max_tokens=max_tokens)
-        self.meter.record(completion, f"{self.provider}:{self.name}" if self.provider else self.name)
+        self.meter.record(
+            completion, f"{self.provider}:{self.name}" if self.provider else self.name
+        )
         return completion
