@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenure.executors import git
+from tenure.executors.process_group import kill_group
 from tenure.protocol.errors import ConfigError
 
 PROMPT = (
@@ -204,7 +205,7 @@ class AgentCLI:
                 left = deadline_seconds - (time.monotonic() - started)
                 if left <= 0 or (cancel is not None and cancel.is_set()):
                     timed_out, cancelled = left <= 0, left > 0
-                    _kill_group(proc, self.grace_seconds)
+                    kill_group(proc, self.grace_seconds)
                     code = proc.returncode
                     why = (
                         "cancelled by the leader"
@@ -260,16 +261,3 @@ def kill_orphan(attempt_dir: Path) -> int | None:
 class _Values(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tenure.executors.base import TaskContext, coerce_result, failed
+from tenure.executors.process_group import kill_group
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, to_json
 
 OUTPUT_LIMIT = 4000
@@ -55,7 +55,7 @@ class CommandExecutor:
         try:
             stdout, stderr = proc.communicate(to_json(envelope), timeout=envelope.deadline_seconds)
         except subprocess.TimeoutExpired:
-            self._kill_group(proc)
+            kill_group(proc, self.grace_seconds)
             stdout, stderr = proc.communicate()
             reason = f"deadline of {envelope.deadline_seconds:g}s exceeded; process group killed"
             return failed(envelope, reason, output=_tail(stderr), command=shown)
@@ -87,18 +87,6 @@ class CommandExecutor:
             TENURE_TEAM=ctx.team,
         )
         return env
-
-    def _kill_group(self, proc: subprocess.Popen[str]) -> None:
-        for sig, wait in ((signal.SIGTERM, self.grace_seconds), (signal.SIGKILL, None)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
 
     def __repr__(self) -> str:
         return f"CommandExecutor({shlex.join(self.argv)!r})"
