@@ -59,8 +59,8 @@ from tenure.coord import LeaseTiming
 from tenure.executors.scripted import NoopExecutor
 from tenure.protocol import Plan, PlanTask
 from tenure.roles import Leader, LeaderConfig
-from tenure.roles.local import LocalTeam
-from tenure.roles.queue import enqueue_plan
+from tenure.roles.teams.local import LocalTeam
+from tenure.roles.teams.queue import enqueue_plan
 from tenure.store import Store, open_store
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)

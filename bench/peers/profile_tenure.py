@@ -204,7 +204,7 @@ def cache_now(store: Any, seconds: float) -> None:
 
 def profile_leader() -> cProfile.Profile:
     """cProfile every ``Leader.run`` started from now on (called after the warm-up)."""
-    from tenure.roles import leader as leader_module
+    from tenure.roles.leader import candidate as leader_module
 
     profiler = cProfile.Profile()
     run = leader_module.Leader.run

@@ -408,7 +408,7 @@ class TenureQueueSystem(_TenureBase):
         return ["--queue"]
 
     def submit(self) -> None:
-        from tenure.roles.queue import enqueue_plan
+        from tenure.roles.teams.queue import enqueue_plan
 
         enqueue_plan(self.store, self.plan)
 

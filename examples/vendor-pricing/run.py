@@ -30,9 +30,9 @@ from tenure.coord import LeaseTiming
 from tenure.executors.llm import LLMExecutor
 from tenure.models import ENV_MODEL, Model, ScriptedModel, check_reachable, open_model
 from tenure.protocol import TenureError, load_plan
-from tenure.roles.local import LocalTeam
-from tenure.roles.planner import Planner, artifacts_from
-from tenure.roles.split import Splitter
+from tenure.roles.features.split import Splitter
+from tenure.roles.planning.planner import Planner, artifacts_from
+from tenure.roles.teams.local import LocalTeam
 from tenure.store import open_store
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ from tenure.models.scripted import ScriptedModel
 from tenure.protocol import PlanTask
 from tenure.roles.coding import CodingConfig, CodingLeader
 from tenure.roles.coding.split import PlannerSplit
-from tenure.roles.planner import Planner
+from tenure.roles.planning.planner import Planner
 
 from .conftest import fix_task, make_plan, sh
 

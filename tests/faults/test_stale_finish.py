@@ -14,7 +14,7 @@ import pytest
 from tenure.coord import LeaseKeeper, LeaseTiming
 from tenure.protocol import Plan, PlanTask
 from tenure.roles import Leader, LeaderConfig
-from tenure.roles.conductor import Conductor
+from tenure.roles.leader.conductor import Conductor
 from tenure.store import Store, open_store
 
 from .harness import of_kind

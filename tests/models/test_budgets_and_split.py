@@ -14,10 +14,10 @@ from tenure.coord import LeaseTiming
 from tenure.executors.llm import LLMExecutor
 from tenure.models import ChatMessage, Price, ScriptedModel
 from tenure.protocol import Plan
-from tenure.roles import budget
-from tenure.roles.local import LocalTeam
-from tenure.roles.planner import Artifact, Planner
-from tenure.roles.split import Splitter
+from tenure.roles.features import budget
+from tenure.roles.features.split import Splitter
+from tenure.roles.planning.planner import Artifact, Planner
+from tenure.roles.teams.local import LocalTeam
 from tenure.store import Store, TaskRecord, open_store
 
 FAIL = {"status": "failed", "notes": {"uncertain": ["could not find it"]}}

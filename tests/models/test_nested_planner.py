@@ -18,9 +18,9 @@ from tenure.models import guard, open_model
 from tenure.protocol import Plan, TaskEnvelope, TaskResult
 from tenure.protocol.plan import team_tree
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.planner import Planner
-from tenure.roles.subteam import child_plan, sub_leader
-from tenure.roles.subteam_plan import PLANNED, plan_once
+from tenure.roles.features.nested.executor import child_plan, sub_leader
+from tenure.roles.features.nested.planning import PLANNED, plan_once
+from tenure.roles.planning.planner import Planner
 from tenure.store import Store, open_store
 
 from .conftest import ServerFactory

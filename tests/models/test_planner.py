@@ -9,7 +9,7 @@ import pytest
 
 from tenure.models import ScriptedModel, open_model
 from tenure.protocol import ConfigError, PlanTask
-from tenure.roles.planner import (
+from tenure.roles.planning.planner import (
     Artifact,
     Planner,
     PlanningFailed,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.models import ChatMessage, Price, ScriptedModel, count_tokens
-from tenure.roles import budget
+from tenure.roles.features import budget
 from tenure.store import Store
 from tenure.verify import Trust
 

@@ -11,7 +11,7 @@ from tenure.coord import LeaseTiming
 from tenure.executors import TaskContext
 from tenure.models import ChatMessage, ScriptedModel
 from tenure.protocol import PriorAttempt, TaskEnvelope
-from tenure.roles.local import LocalTeam
+from tenure.roles.teams.local import LocalTeam
 from tenure.store import Store
 from tenure.verify import Trust
 

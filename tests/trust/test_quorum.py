@@ -208,7 +208,7 @@ def test_a_new_leader_settles_a_round_its_predecessor_started(
     from tenure.coord import LeaseKeeper, LeaseTiming
     from tenure.protocol import LeaseLost
     from tenure.roles import Conductor
-    from tenure.roles import quorum as quorum_module
+    from tenure.roles.features.quorum import hook as quorum_module
 
     executor = Recording(lambda env, ctx: {"capital": "Canberra"})
     crew = crew_of(store, tmp_path, quorum_plan(2, 3), executor)
@@ -239,7 +239,7 @@ def test_a_local_team_of_threads_runs_a_quorum_end_to_end(store: Store, tmp_path
     import threading
 
     from tenure.coord import LeaseTiming
-    from tenure.roles.local import LocalTeam
+    from tenure.roles.teams.local import LocalTeam
 
     executor = Recording(lambda env, ctx: {"capital": "Canberra"})
     team = LocalTeam(

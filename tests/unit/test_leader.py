@@ -30,8 +30,8 @@ from tenure.protocol import (
     parse_message,
 )
 from tenure.roles import LEADER_QUEUE, Conductor, Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.local import LocalTeam
-from tenure.roles.queue import QueueWorker, enqueue_plan
+from tenure.roles.teams.local import LocalTeam
+from tenure.roles.teams.queue import QueueWorker, enqueue_plan
 from tenure.store import Event, Store, TaskRecord
 
 TEAM = "unit-leader"

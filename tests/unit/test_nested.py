@@ -22,7 +22,7 @@ from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse
 from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, envelope_for
-from tenure.roles.subteam import child_plan, nested_spend, rollup, sub_leader
+from tenure.roles.features.nested.executor import child_plan, nested_spend, rollup, sub_leader
 from tenure.store import Store, TaskRecord, open_store
 
 PARENT = "acme/research"
@@ -466,7 +466,7 @@ def running_composite(store: Store, assignee: str) -> TaskRecord:
 
 
 def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
-    from tenure.roles.subteam_parent import SubLeaders
+    from tenure.roles.features.nested.parent import SubLeaders
 
     events: list[tuple[str, dict[str, Any]]] = []
     watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: events.append((k, d)), grace=60)
@@ -503,7 +503,7 @@ def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
 
 
 def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store) -> None:
-    from tenure.roles.subteam_parent import SubLeaders
+    from tenure.roles.features.nested.parent import SubLeaders
 
     watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: None, grace=5)
     task = running_composite(store, "gone")
@@ -516,7 +516,7 @@ def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store
 
 
 def test_a_roll_up_under_an_old_child_epoch_is_refused(store: Store) -> None:
-    from tenure.roles.subteam_parent import stale_report
+    from tenure.roles.features.nested.parent import stale_report
 
     task = running_composite(store, "s1")
     old = store.claim_lease(CHILD, "s1", ttl=30)

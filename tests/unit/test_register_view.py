@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenure.roles.register_view import RegisterView
+from tenure.roles.register.view import RegisterView
 from tenure.store import Store, TaskRecord
 
 TEAM = "view"

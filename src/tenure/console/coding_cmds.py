@@ -80,7 +80,7 @@ def code(
     if split_with is not None:
         from tenure.console.model_cmds import open_checked
         from tenure.roles.coding.split import PlannerSplit
-        from tenure.roles.planner import Planner
+        from tenure.roles.planning.planner import Planner
 
         splitter = PlannerSplit(Planner(open_checked(split_with)), repo.resolve())
     leader = CodingLeader(

@@ -12,8 +12,8 @@ from tenure.console.state_cmds import age
 from tenure.protocol import TenureError
 from tenure.protocol.errors import NotFound
 from tenure.protocol.messages import CancelMessage
-from tenure.roles.subteam_parent import child_team
-from tenure.roles.wire import member_queue
+from tenure.roles.features.nested.parent import child_team
+from tenure.roles.member.wire import member_queue
 from tenure.store import Store, TaskRecord, open_store
 
 TeamArg = Annotated[str, typer.Option("--team", "-t", help="Team path.")]

@@ -24,9 +24,10 @@ from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import new_id
-from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, subteam
-from tenure.roles.planner import Planner
-from tenure.roles.queue import QueueWorker
+from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
+from tenure.roles.features.nested import executor as subteam
+from tenure.roles.planning.planner import Planner
+from tenure.roles.teams.queue import QueueWorker
 from tenure.store import open_store
 
 PlanArgument = Annotated[Path | None, typer.Argument(help="Plan file (plan.yaml or plan.md).")]

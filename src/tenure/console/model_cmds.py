@@ -19,8 +19,8 @@ from tenure.executors import Executor, resolve_executor
 from tenure.executors.llm import LLMExecutor, price_of
 from tenure.models import Model, check_reachable, model_spec, open_model
 from tenure.protocol import ConfigError, Plan, load_plan, to_dict
-from tenure.roles.planner import Planner, artifacts_from
-from tenure.roles.split import Splitter
+from tenure.roles.features.split import Splitter
+from tenure.roles.planning.planner import Planner, artifacts_from
 from tenure.store import Store, open_store
 
 GoalOption = Annotated[

@@ -33,8 +33,8 @@ from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
 from tenure.roles import Leader, LeaderConfig
-from tenure.roles.local import LocalTeam
-from tenure.roles.queue import enqueue_plan
+from tenure.roles.teams.local import LocalTeam
+from tenure.roles.teams.queue import enqueue_plan
 from tenure.store import Store, open_store
 
 

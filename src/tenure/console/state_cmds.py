@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
 from tenure.console.tree import subtree, team_tree_table
-from tenure.roles import budget
+from tenure.roles.features import budget
 from tenure.store import Store, TaskRecord, open_store
 
 _STATE_ORDER = {

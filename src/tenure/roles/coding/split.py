@@ -18,7 +18,7 @@ from pathlib import Path
 from tenure.protocol import CommandCheck, Plan, PlanTask
 from tenure.protocol.errors import ProtocolError
 from tenure.roles.coding.scope import in_scope, merge_order
-from tenure.roles.planner import Artifact, Planner
+from tenure.roles.planning.planner import Artifact, Planner
 
 Split = Callable[[PlanTask, list[str]], list[PlanTask]]
 

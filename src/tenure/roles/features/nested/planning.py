@@ -21,8 +21,8 @@ from tenure.models.meter import Meter
 from tenure.protocol import Plan, Spend, TenureError, to_dict
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.plan import SubTeam
-from tenure.roles.planner import Planner, artifacts_from
-from tenure.roles.subteam_rollup import nested_spend
+from tenure.roles.features.nested.rollup import nested_spend
+from tenure.roles.planning.planner import Planner, artifacts_from
 from tenure.store import Store, TaskRecord
 
 PLANNED = "subteam.planned"

@@ -32,7 +32,7 @@ from tenure.verify import (
 from tenure.verify.decisions import DECISION_EVENT, VERDICT_EVENT
 
 if TYPE_CHECKING:
-    from tenure.roles.review import Reviewer
+    from tenure.roles.leader.review import Reviewer
 
 _CHECKS: TypeAdapter[list[Check]] = TypeAdapter(list[Check])
 REPLICA_OF = "replica_of"

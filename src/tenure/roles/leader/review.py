@@ -10,9 +10,9 @@ from typing import Any
 from tenure.models.meter import Mark
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
-from tenure.roles import budget
-from tenure.roles.subteam_parent import stale_report
-from tenure.roles.verdicts import run_ladder
+from tenure.roles.features import budget
+from tenure.roles.features.nested.parent import stale_report
+from tenure.roles.leader.ladder import run_ladder
 from tenure.store import Store, TaskRecord, TaskState
 from tenure.verify import Trust
 

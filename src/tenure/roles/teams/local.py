@@ -16,8 +16,8 @@ from typing import Any
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor
 from tenure.protocol import Plan
-from tenure.roles.follower import Follower, FollowerConfig
-from tenure.roles.leader import Leader, LeaderConfig, Outcome
+from tenure.roles.leader.candidate import Leader, LeaderConfig, Outcome
+from tenure.roles.member.follower import Follower, FollowerConfig
 from tenure.store import Store
 from tenure.verify import Trust
 

@@ -17,8 +17,8 @@ from tenure.executors import Executor, TaskContext, failed, resolve_executor, sa
 from tenure.protocol import ProtocolError, TaskEnvelope, TenureError, parse_message, to_dict
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, StaleEpoch
 from tenure.protocol.messages import TaskProgress
-from tenure.roles.heartbeat import MemberHeartbeat
-from tenure.roles.wire import WORK_CAPABILITY, Mailbox, member_queue
+from tenure.roles.member.heartbeat import MemberHeartbeat
+from tenure.roles.member.wire import WORK_CAPABILITY, Mailbox, member_queue
 from tenure.store import Delivery, Store
 
 

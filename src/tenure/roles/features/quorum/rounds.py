@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.protocol.errors import Conflict
 from tenure.protocol.ids import MAX_ID_LENGTH
-from tenure.roles import budget
-from tenure.roles.verdicts import QUORUM_DATA, REPLICA_OF
-from tenure.roles.wire import WORK_CAPABILITY
+from tenure.roles.features import budget
+from tenure.roles.leader.ladder import QUORUM_DATA, REPLICA_OF
+from tenure.roles.member.wire import WORK_CAPABILITY
 from tenure.store import TaskRecord
 
 if TYPE_CHECKING:
-    from tenure.roles.conductor import Conductor
+    from tenure.roles.leader.conductor import Conductor
 
 VOTER_CHECKS = ("schema", "evidence", "judge")
 

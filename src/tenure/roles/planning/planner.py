@@ -32,8 +32,8 @@ from tenure.models import ChatMessage, Completion, Model, ModelError
 from tenure.models.meter import Mark, Meter
 from tenure.protocol import Plan, PlanTask, Spend, TenureError
 from tenure.protocol.errors import ConfigError
-from tenure.roles.plan_artifacts import MAX_LISTED, Artifact, ArtifactKind, artifacts_from
-from tenure.roles.plan_checks import (
+from tenure.roles.planning.artifacts import MAX_LISTED, Artifact, ArtifactKind, artifacts_from
+from tenure.roles.planning.checks import (
     NOT_REFERENCES,
     PlanRejected,
     check_grounding,

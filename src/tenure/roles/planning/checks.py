@@ -20,7 +20,7 @@ from tenure.models import Completion
 from tenure.protocol import Plan, PlanTask, ProtocolError
 from tenure.protocol.codec import translate
 from tenure.protocol.plan import check_plan_graph
-from tenure.roles.plan_artifacts import Artifact
+from tenure.roles.planning.artifacts import Artifact
 
 _FILE_NAME = re.compile(r"^[\w.-]+\.[A-Za-z0-9]{1,8}$")
 NOT_REFERENCES = ("output_file",)  # outputs are new files; the scope governs them

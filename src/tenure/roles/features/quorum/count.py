@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.protocol import TaskResult, TenureError
-from tenure.roles.verdicts import QUORUM_DATA, quorum_check, trust_of
+from tenure.roles.leader.ladder import QUORUM_DATA, quorum_check, trust_of
 from tenure.store import TaskRecord
 from tenure.verify import (
     Candidate,
@@ -23,7 +23,7 @@ from tenure.verify import (
 from tenure.verify.decisions import DECISION_EVENT, preview
 
 if TYPE_CHECKING:
-    from tenure.roles.conductor import Conductor
+    from tenure.roles.leader.conductor import Conductor
 
 
 def count_votes(conductor: Conductor, task: TaskRecord, voters: list[TaskRecord]) -> dict[str, Any]:

@@ -31,13 +31,13 @@ from tenure.coord import LeaseTiming
 from tenure.executors import Executor, TaskContext, failed
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
-from tenure.roles.follower import Follower, FollowerConfig
-from tenure.roles.leader import Leader, LeaderConfig, Outcome
-from tenure.roles.planner import Planner
-from tenure.roles.register_plan import plan_settled
-from tenure.roles.subteam_plan import plan_once, unreported_spend
-from tenure.roles.subteam_rollup import nested_spend, rollup
-from tenure.roles.subteam_standby import Standby
+from tenure.roles.features.nested.planning import plan_once, unreported_spend
+from tenure.roles.features.nested.rollup import nested_spend, rollup
+from tenure.roles.features.nested.standby import Standby
+from tenure.roles.leader.candidate import Leader, LeaderConfig, Outcome
+from tenure.roles.member.follower import Follower, FollowerConfig
+from tenure.roles.planning.planner import Planner
+from tenure.roles.register.plan import plan_settled
 from tenure.store import Store, TaskRecord
 from tenure.verify import Trust
 

@@ -30,13 +30,13 @@ from tenure.protocol import (
     to_dict,
 )
 from tenure.protocol.errors import Conflict
-from tenure.roles import budget
-from tenure.roles.planner import Artifact, Planner, PlanningFailed, references
+from tenure.roles.features import budget
+from tenure.roles.planning.planner import Artifact, Planner, PlanningFailed, references
 from tenure.store import Store, TaskRecord
 from tenure.verify import verify
 
 if TYPE_CHECKING:
-    from tenure.roles.review import Reviewer
+    from tenure.roles.leader.review import Reviewer
 
 _CHECKS: TypeAdapter[list[Check]] = TypeAdapter(list[Check])
 STUCK = ("blocked", "failed", "cancelled")

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.protocol import TaskResult, TenureError, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
-from tenure.roles import budget
-from tenure.roles.quorum_count import count_votes
-from tenure.roles.quorum_rounds import (
+from tenure.roles.features import budget
+from tenure.roles.features.quorum.count import count_votes
+from tenure.roles.features.quorum.rounds import (
     VOTER_CHECKS,
     cancel_open,
     dispatch_voters,
@@ -40,12 +40,12 @@ from tenure.roles.quorum_rounds import (
     retire,
     start_round,
 )
-from tenure.roles.verdicts import QUORUM_DATA, REPLICA_OF, quorum_check
+from tenure.roles.leader.ladder import QUORUM_DATA, REPLICA_OF, quorum_check
 from tenure.store import TaskRecord
 
 if TYPE_CHECKING:
-    from tenure.roles.conductor import Conductor
-    from tenure.roles.review import Reviewer
+    from tenure.roles.leader.conductor import Conductor
+    from tenure.roles.leader.review import Reviewer
 
 __all__ = ["SETTLED", "VOTER_CHECKS", "held_back", "replica_id", "tick"]
 

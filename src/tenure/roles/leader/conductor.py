@@ -14,13 +14,19 @@ from typing import Any
 
 from tenure.protocol import Plan, TenureError, idempotency_key, parse_message
 from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
-from tenure.roles import budget, quorum
-from tenure.roles.register_plan import plan_settled, plan_spec
-from tenure.roles.register_view import RegisterView
-from tenure.roles.review import Reviewer
-from tenure.roles.split import settle_splits
-from tenure.roles.subteam_parent import SILENT_GRACE_FACTOR, SubLeaders, dispatch_data, stood_in
-from tenure.roles.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
+from tenure.roles.features import budget
+from tenure.roles.features.nested.parent import (
+    SILENT_GRACE_FACTOR,
+    SubLeaders,
+    dispatch_data,
+    stood_in,
+)
+from tenure.roles.features.quorum import hook as quorum
+from tenure.roles.features.split import settle_splits
+from tenure.roles.leader.review import Reviewer
+from tenure.roles.member.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
+from tenure.roles.register.plan import plan_settled, plan_spec
+from tenure.roles.register.view import RegisterView
 from tenure.store import Member, Store, TaskRecord
 from tenure.verify import Trust
 

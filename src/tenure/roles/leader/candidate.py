@@ -12,8 +12,8 @@ from typing import Any, Literal
 from tenure.coord import LEAD_CAPABILITY, Election, EpochMemory, LeaseKeeper, LeaseTiming
 from tenure.protocol import Plan, TenureError
 from tenure.protocol.errors import LeaseLost, StaleEpoch
-from tenure.roles.conductor import Conductor
-from tenure.roles.heartbeat import MemberHeartbeat
+from tenure.roles.leader.conductor import Conductor
+from tenure.roles.member.heartbeat import MemberHeartbeat
 from tenure.store import Lease, Store
 from tenure.verify import Trust
 

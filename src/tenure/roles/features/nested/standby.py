@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.protocol import TenureError, to_dict
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
-from tenure.roles.register_view import RegisterView
-from tenure.roles.subteam_plan import adopted
-from tenure.roles.wire import envelope_for
+from tenure.roles.features.nested.planning import adopted
+from tenure.roles.member.wire import envelope_for
+from tenure.roles.register.view import RegisterView
 from tenure.store import Member, TaskRecord
 
 if TYPE_CHECKING:
     from tenure.protocol import Plan
-    from tenure.roles.follower import Follower
-    from tenure.roles.subteam import TeamExecutor
+    from tenure.roles.features.nested.executor import TeamExecutor
+    from tenure.roles.member.follower import Follower
 
 ELECTION_BACKOFF = 0.5  # rank x this before a claim, as for flat leader candidates
 OPEN_STATES = ("queued", "running", "review")
@@ -87,7 +87,9 @@ class Standby:
 
     def stand_in(self, task: TaskRecord, plan: Plan, stop: threading.Event) -> None:
         """Lead the child team for this attempt, then report once it is ours."""
-        from tenure.roles.subteam import Attempt  # the executor's module imports this one
+        from tenure.roles.features.nested.executor import (
+            Attempt,  # the executor's module imports this one
+        )
 
         info = {"task_id": task.task_id, "attempt": task.attempt, "team": plan.team}
         if not plan.tasks:  # goal-only: adopt its plan, never plan it
@@ -123,7 +125,7 @@ class Standby:
         )
 
     def _plan(self, task: TaskRecord) -> Plan:
-        from tenure.roles.subteam import child_plan
+        from tenure.roles.features.nested.executor import child_plan
 
         plan = child_plan(self.team, task.task_id, task.spec)
         assert plan is not None  # _maybe_orphan saw its team section

@@ -17,9 +17,9 @@ from typing import Any
 from tenure.executors import Executor, TaskContext, failed, resolve_executor, safe_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TenureError, parse_message, to_dict
 from tenure.protocol.errors import Conflict, EffectInProgress, StaleEpoch
-from tenure.roles.register_plan import plan_spec
-from tenure.roles.review import Reviewer
-from tenure.roles.wire import WORK_QUEUE, Mailbox, envelope_for
+from tenure.roles.leader.review import Reviewer
+from tenure.roles.member.wire import WORK_QUEUE, Mailbox, envelope_for
+from tenure.roles.register.plan import plan_spec
 from tenure.store import Delivery, Store, TaskRecord
 
 QUEUE_EPOCH = 1
