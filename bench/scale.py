@@ -47,10 +47,10 @@ from tenure.executors import resolve_executor
 from tenure.protocol import Plan
 from tenure.protocol.errors import NotFound
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.features.nested.executor import sub_leader
 from tenure.roles.leader import candidate as leader_module
 from tenure.roles.leader.conductor import Conductor
 from tenure.roles.member.wire import WORK_CAPABILITY
+from tenure.roles.teams import sub_leader
 from tenure.store import Store, open_store
 
 MEMBER_TTL = 15.0  # simulated followers heartbeat in bulk every third of it

@@ -207,7 +207,7 @@ def profile_leader() -> cProfile.Profile:
     from tenure.roles.leader import candidate as leader_module
 
     profiler = cProfile.Profile()
-    run = leader_module.Leader.run
+    run = leader_module.Candidate.run
 
     def profiled(self: Any, stop: Any) -> Any:
         profiler.enable()
@@ -216,7 +216,7 @@ def profile_leader() -> cProfile.Profile:
         finally:
             profiler.disable()
 
-    leader_module.Leader.run = profiled  # type: ignore[method-assign]
+    leader_module.Candidate.run = profiled  # type: ignore[method-assign]
     return profiler
 
 

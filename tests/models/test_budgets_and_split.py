@@ -14,9 +14,10 @@ from tenure.coord import LeaseTiming
 from tenure.executors.llm import LLMExecutor
 from tenure.models import ChatMessage, Price, ScriptedModel
 from tenure.protocol import Plan
-from tenure.roles.features import budget
 from tenure.roles.features.split import Splitter
 from tenure.roles.planning.planner import Artifact, Planner
+from tenure.roles.register import read_task
+from tenure.roles.register import spend as budget
 from tenure.roles.teams.local import LocalTeam
 from tenure.store import Store, TaskRecord, open_store
 
@@ -73,7 +74,7 @@ def test_a_task_token_budget_stops_the_retries_with_the_reason(
     assert record.reason.startswith("budget exceeded: ")
     assert 2 <= record.attempt < 20  # stopped long before the attempts ran out
     assert "budget.exceeded" in kinds(store)
-    spend = budget.task_totals(record)
+    spend = budget.task_totals(read_task(record))
     assert spend.calls == len(model.calls) >= 2
     assert spend.tokens <= 2000 + 600  # at most one call's estimate past the limit
 

@@ -17,10 +17,11 @@ from tenure.executors import TaskContext, coerce_result
 from tenure.models import guard, open_model
 from tenure.protocol import Plan, TaskEnvelope, TaskResult
 from tenure.protocol.plan import team_tree
+from tenure.protocol.taskspec import spec_for
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.features.nested.executor import child_plan, sub_leader
-from tenure.roles.features.nested.planning import PLANNED, plan_once
-from tenure.roles.planning.planner import Planner
+from tenure.roles.features.nested import PLANNED, plan_once
+from tenure.roles.planning import Planner
+from tenure.roles.teams import child_plan, sub_leader
 from tenure.store import Store, open_store
 
 from .conftest import ServerFactory
@@ -186,10 +187,10 @@ def test_a_team_planned_by_an_earlier_sub_leader_is_adopted_without_asking_the_m
     next leader of the child team adopts that plan; the model is not called again."""
     server = wire([answer(GOOD)])
     plan = goal_only_plan()
-    spec = plan.tasks[0].model_dump(mode="json")
-    child = child_plan(PARENT, "pricing", spec)
-    assert child is not None and child.tasks == []
-    first = plan_once(store, "old-sub", planner_on(server), child, spec, workdir)
+    spec = spec_for(plan, plan.tasks[0])
+    child = child_plan(PARENT, spec)
+    assert child is not None and child.tasks == [] and spec.team is not None
+    first = plan_once(store, "old-sub", planner_on(server), child, spec.team, workdir)
     assert len(first.tasks) == 3 and len(server.requests) == 1
     assert store.tasks(CHILD) == []  # planned, never loaded
 
@@ -328,7 +329,7 @@ def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
     plan; an idle sub-leader stands in, loads that plan and never asks the model."""
     server = wire([answer(GOOD)])
     plan = goal_only_plan()
-    spec = plan.tasks[0].model_dump(mode="json")
+    spec = spec_for(plan, plan.tasks[0])
     executor = Recording()
 
     def config(team: str, member: str) -> FollowerConfig:
@@ -361,9 +362,9 @@ def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
         thread.start()
     try:
         ghost_takes_attempt(store, PARENT, "pricing", alive=runner)
-        child = child_plan(PARENT, "pricing", spec)
-        assert child is not None
-        plan_once(store, "ghost", planner_on(server), child, spec, workdir)
+        child = child_plan(PARENT, spec)
+        assert child is not None and spec.team is not None
+        plan_once(store, "ghost", planner_on(server), child, spec.team, workdir)
         store.claim_lease(CHILD, "ghost", ttl=1.0)
         # ... and the ghost dies before loading the plan: no heartbeats, no renewals
         runner.join(timeout=60)

@@ -14,6 +14,7 @@ from tenure.executors import TaskContext, coerce_result
 from tenure.models import ChatMessage, ScriptedModel
 from tenure.protocol import Plan, TaskEnvelope, TaskResult
 from tenure.roles import Conductor, Follower, FollowerConfig
+from tenure.roles.features import standard_hooks
 from tenure.store import Event, Store, TaskRecord
 from tenure.verify import Trust
 
@@ -49,7 +50,13 @@ class Crew:
         self.keeper = LeaseKeeper(store, TEAM, "leader-1", LeaseTiming(ttl=30.0))
         self.keeper.claim()
         self.conductor = Conductor(
-            store, TEAM, "leader-1", self.keeper.check, workdir=tmp_path, trust=trust
+            store,
+            TEAM,
+            "leader-1",
+            self.keeper.check,
+            workdir=tmp_path,
+            trust=trust,
+            hooks=standard_hooks(),
         )
         self.conductor.load(plan)
         self.followers: dict[str, Follower] = {}

@@ -11,6 +11,7 @@ import pytest
 
 from tenure.models import ScriptedModel
 from tenure.protocol import ProtocolError, SchemaCheck, TaskResult, parse_plan
+from tenure.roles.register import read_task
 from tenure.store import Store
 from tenure.verify import Candidate, DecisionContext, Trust, build_policy, check_schema, verify
 
@@ -61,7 +62,7 @@ def test_a_check_of_an_unknown_kind_in_the_register_fails_verification(
         version=record.version,
         result={**result, "status": "completed", "artifact": {"answer": 42}},
     )
-    crew.conductor.reviewer.review(record)
+    crew.conductor.reviewer.review(read_task(record))
     assert task(store, "t").state == "blocked"
     verdict = events(store, "verify.verdict", "t")[0].data
     assert not verdict["passed"]

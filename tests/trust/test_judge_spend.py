@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tenure.models import ChatMessage, Price, ScriptedModel, count_tokens
-from tenure.roles.features import budget
+from tenure.roles.register import read_task
+from tenure.roles.register import spend as budget
 from tenure.store import Store
 from tenure.verify import Trust
 
@@ -57,7 +58,7 @@ def test_each_judged_attempt_logs_the_judges_tokens_and_cost(store: Store, tmp_p
         assert (entry["input_tokens"], entry["output_tokens"]) == (tokens_in, count_tokens(reply))
         assert entry["cost_usd"] == round(PRICE.cost(tokens_in, count_tokens(reply)), 8)
         assert entry["model"] == "scripted:grader"
-    totals = budget.task_totals(record)
+    totals = budget.task_totals(read_task(record))
     assert totals.calls == 2  # the worker called no model: all of it is the judge's
 
 
@@ -101,4 +102,4 @@ def test_a_tie_break_judge_settling_a_quorum_is_charged_to_the_task(
     assert sum(e["calls"] for e in charged) == len(judge.calls) == 2  # both orders
     tokens_in = sum(count_tokens(m.content) for c in judge.calls for m in c)
     assert sum(e["input_tokens"] for e in charged) == tokens_in
-    assert crew.conductor.reviewer.trust.meter.calls == 2
+    assert crew.conductor.trust.meter.calls == 2

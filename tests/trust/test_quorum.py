@@ -208,6 +208,7 @@ def test_a_new_leader_settles_a_round_its_predecessor_started(
     from tenure.coord import LeaseKeeper, LeaseTiming
     from tenure.protocol import LeaseLost
     from tenure.roles import Conductor
+    from tenure.roles.features import standard_hooks
     from tenure.roles.features.quorum import hook as quorum_module
 
     executor = Recording(lambda env, ctx: {"capital": "Canberra"})
@@ -227,7 +228,9 @@ def test_a_new_leader_settles_a_round_its_predecessor_started(
     monkeypatch.setattr(quorum_module, "_review", real_review)
     keeper = LeaseKeeper(store, "trust", "leader-2", LeaseTiming(ttl=30.0))
     keeper.claim()
-    successor = Conductor(store, "trust", "leader-2", keeper.check, workdir=tmp_path)
+    successor = Conductor(
+        store, "trust", "leader-2", keeper.check, workdir=tmp_path, hooks=standard_hooks()
+    )
     successor.adopt()
     successor.tick()
     assert task(store, "capital").state == "done"

@@ -21,8 +21,12 @@ from tenure.executors import TaskContext, coerce_result, make_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
 from tenure.protocol.envelope import Spend
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
+from tenure.protocol.taskspec import SpendEntry, spec_for
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig, envelope_for
-from tenure.roles.features.nested.executor import child_plan, nested_spend, rollup, sub_leader
+from tenure.roles.features.nested import NestedTeamsHook, nested_spend, rollup, stale_report
+from tenure.roles.leader import Conductor
+from tenure.roles.register import read_task
+from tenure.roles.teams import child_plan, sub_leader
 from tenure.store import Store, TaskRecord, open_store
 
 PARENT = "acme/research"
@@ -105,11 +109,10 @@ tasks:
 
 def test_child_plan_comes_from_the_register_spec(store: Store) -> None:
     plan = nested()
-    spec = plan.tasks[1].model_dump(mode="json")
-    child = child_plan(PARENT, "pricing", spec)
+    child = child_plan(PARENT, spec_for(plan, plan.tasks[1]))
     assert child is not None and child.team == CHILD
     assert [t.id for t in child.tasks] == ["fetch", "compare"]
-    assert child_plan(PARENT, "scope", plan.tasks[0].model_dump(mode="json")) is None
+    assert child_plan(PARENT, spec_for(plan, plan.tasks[0])) is None
 
 
 class Tree:
@@ -198,7 +201,7 @@ def test_a_nested_plan_runs_and_reports_one_rolled_up_result(store: Store, tmp_p
 def test_a_new_sub_leader_adopts_the_child_register(store: Store, tmp_path: Path) -> None:
     """A child team half run under an earlier sub-leader is adopted, not rerun."""
     plan = nested()
-    child = child_plan(PARENT, "pricing", plan.tasks[1].model_dump(mode="json"))
+    child = child_plan(PARENT, spec_for(plan, plan.tasks[1]))
     assert child is not None
     executor = Counting()
     worker = Follower(store, Tree._config(CHILD, "child-w0", tmp_path), executor)
@@ -349,7 +352,7 @@ def test_nested_spend_is_reported_once_across_attempts() -> None:
             epoch=1,
             attempt=1,
             assignee=None,
-            spec={},
+            spec={"id": "x", "goal": "g"},
             result=None,
             reason="",
             data={"spend_log": [spend]},
@@ -357,9 +360,9 @@ def test_nested_spend_is_reported_once_across_attempts() -> None:
             updated_at=0.0,
         )
 
-    tasks = [record(input_tokens=10, cost_usd=0.5, calls=1)] * 2
+    tasks = [read_task(record(input_tokens=10, cost_usd=0.5, calls=1))] * 2
     assert nested_spend(tasks, []) == Spend(input_tokens=20, cost_usd=1.0, calls=2)
-    earlier = [{"attempt": 1, "input_tokens": 20, "cost_usd": 1.0, "calls": 2}]
+    earlier = [SpendEntry(attempt=1, input_tokens=20, cost_usd=1.0, calls=2)]
     assert nested_spend(tasks, earlier) is None
     assert nested_spend([], []) is None
 
@@ -421,7 +424,7 @@ def test_a_child_question_blocks_the_composite_task_and_its_answer_resumes_it(
 def test_answering_one_of_two_waiting_children_keeps_the_parent_waiting(
     store_url: str, tmp_path: Path
 ) -> None:
-    from tenure.console.inbox_cmds import requeue_ancestors
+    from tenure.roles.teams.inbox import requeue_ancestors
 
     plan = nested()
     with open_store(store_url) as store:
@@ -449,7 +452,7 @@ def test_answering_one_of_two_waiting_children_keeps_the_parent_waiting(
 
 def running_composite(store: Store, assignee: str) -> TaskRecord:
     """The composite task of ``nested()`` running in the parent under ``assignee``."""
-    spec = nested().tasks[1].model_dump(mode="json")
+    spec = nested().tasks[1].model_dump(mode="json", by_alias=True)
     store.create_task(PARENT, "pricing", epoch=0, spec=spec)
     task = store.get_task(PARENT, "pricing")
     return store.transition(
@@ -465,23 +468,31 @@ def running_composite(store: Store, assignee: str) -> TaskRecord:
     )
 
 
-def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
-    from tenure.roles.features.nested.parent import SubLeaders
+def leader_of(store: Store) -> Conductor:
+    """The parent's conductor: the context the nested-teams hook is called with."""
+    return Conductor(store, PARENT, "lead", lambda: 0)
 
-    events: list[tuple[str, dict[str, Any]]] = []
-    watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: events.append((k, d)), grace=60)
+
+def events_of(store: Store, *kinds: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.kind, e.data) for e in store.events(PARENT) if e.kind in kinds]
+
+
+def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
+    watch, ctx = NestedTeamsHook(grace=60), leader_of(store)
     task = running_composite(store, "gone")
     store.join(PARENT, "s2", ttl=30, capabilities=("work", SUBTEAM_CAPABILITY))
-    live = {m.member_id: m for m in store.members(PARENT)}
+    kinds = ("leader.sub_leader_silent", "leader.sub_leader_changed")
     # the assignee is silent and nobody leads the child team yet: wait, do not retry
-    assert watch.follow(task, live, store.now()) == "waiting"
-    assert [k for k, _ in events] == ["leader.sub_leader_silent"]
+    assert watch.on_watch(ctx, read_task(task), store.now()) == "waiting"
+    assert [k for k, _ in events_of(store, *kinds)] == ["leader.sub_leader_silent"]
     # a stand-in won the child election: the same attempt moves to it
     lease = store.claim_lease(CHILD, "s2", ttl=30)
-    assert watch.follow(store.get_task(PARENT, "pricing"), live, store.now()) == "moved"
+    current = read_task(store.get_task(PARENT, "pricing"))
+    assert watch.on_watch(ctx, current, store.now()) == "moved"
     moved = store.get_task(PARENT, "pricing")
     assert (moved.state, moved.attempt, moved.assignee) == ("running", 1, "s2")
     assert moved.data["stand_in"] == "s2" and moved.data["child_epoch"] == lease.epoch
+    events = events_of(store, *kinds)
     assert events[-1][0] == "leader.sub_leader_changed"
     assert events[-1][1]["from"] == "gone" and events[-1][1]["to"] == "s2"
     # a holder elected before the attempt began (an older attempt's) is not followed
@@ -497,28 +508,23 @@ def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
         assignee="gone",
         data={"child_epoch": store.current_epoch(CHILD)},  # as recorded at dispatch
     )
-    live = {m.member_id: m for m in store.members(PARENT)}
-    assert watch.follow(again, live, store.now()) == "waiting"
+    assert watch.on_watch(ctx, read_task(again), store.now()) == "waiting"
     assert store.get_task(PARENT, "pricing").assignee == "gone"
 
 
 def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store) -> None:
-    from tenure.roles.features.nested.parent import SubLeaders
-
-    watch = SubLeaders(store, PARENT, lambda: 0, lambda k, d: None, grace=5)
-    task = running_composite(store, "gone")
+    watch, ctx = NestedTeamsHook(grace=5), leader_of(store)
+    task = read_task(running_composite(store, "gone"))
     now = store.now()
-    assert watch.follow(task, {}, now) == "waiting"
-    assert watch.follow(task, {}, now + 4) == "waiting"
-    assert watch.follow(task, {}, now + 6) is None  # supervise retries it as a new attempt
-    flat = store.create_task(PARENT, "flat", epoch=0, spec={"goal": "g"})
-    assert watch.follow(flat, {}, now) is None
+    assert watch.on_watch(ctx, task, now) == "waiting"
+    assert watch.on_watch(ctx, task, now + 4) == "waiting"
+    assert watch.on_watch(ctx, task, now + 6) is None  # supervise retries it as a new attempt
+    flat = store.create_task(PARENT, "flat", epoch=0, spec={"id": "flat", "goal": "g"})
+    assert watch.on_watch(ctx, read_task(flat), now) is None
 
 
 def test_a_roll_up_under_an_old_child_epoch_is_refused(store: Store) -> None:
-    from tenure.roles.features.nested.parent import stale_report
-
-    task = running_composite(store, "s1")
+    task = read_task(running_composite(store, "s1"))
     old = store.claim_lease(CHILD, "s1", ttl=30)
     store.release_lease(CHILD, "s1", old.epoch)
     store.claim_lease(CHILD, "s2", ttl=30)

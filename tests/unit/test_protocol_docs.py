@@ -47,6 +47,7 @@ from tenure.protocol.messages import (
     TaskProgress,
 )
 from tenure.protocol.plan import SubTeam
+from tenure.protocol.taskspec import AttemptData, TaskSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 TEXT = DOC.read_text(encoding="utf-8")
@@ -86,6 +87,7 @@ PARAGRAPHS: dict[str, type[BaseModel]] = {
     "`command` (`CommandEvidence`)": CommandEvidence,
     "`source` (`SourceEvidence`)": SourceEvidence,
     "A **spend** (`Spend`)": Spend,
+    "The attempt data (`AttemptData`)": AttemptData,
 }
 WIRE_REQUIRED = {"type", "body", "kind"}  # have a Python default, but the wire needs them
 NOT_JSON_DEFAULTS = {"a new ULID", "now", "all lists empty"}
@@ -206,3 +208,10 @@ def test_the_message_example_in_the_doc_is_valid() -> None:
     start = TEXT.index("```json\n")
     block = TEXT[start + len("```json\n") : TEXT.index("```\n", start + 8)]
     assert parse_message(block).type == "leadership.claim"
+
+
+def test_the_task_spec_table_lists_what_the_register_adds_to_a_plan_task() -> None:
+    rows = table_after(find("The spec (`TaskSpec`)", heading=False))
+    added = {re.fullmatch(r"`([A-Za-z_]+)`", row[0]).group(1) for row in rows}  # type: ignore[union-attr]
+    own = {name for name in TaskSpec.model_fields if name not in PlanTask.model_fields}
+    assert added == own | {"max_attempts"}  # resolved here, optional in a plan

@@ -24,6 +24,7 @@ from tenure.console.demo_setup import TEAM, prepare
 from tenure.console.demo_story import Story
 from tenure.console.processes import spawn, stop_all
 from tenure.roles import Mailbox, envelope_for
+from tenure.roles.register import read_task
 from tenure.store import Event, Store, open_store
 
 AGENT = "python:tenure.executors.pricing_agent:pricing_agent"
@@ -144,7 +145,7 @@ def _replay_stale_envelope(
     )
     record = store.get_task(TEAM, str(dispatched.data["task_id"]))
     worker = str(dispatched.data["assignee"])
-    envelope = envelope_for(record, epoch=epoch, assignee=worker)
+    envelope = envelope_for(read_task(record), epoch=epoch, assignee=worker)
     Mailbox(store, TEAM, paused).assign(envelope)
     out.print(
         f"[bold red]fault:[/] a delayed epoch-{epoch} envelope from {paused} reaches {worker}"

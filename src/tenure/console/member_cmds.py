@@ -25,9 +25,8 @@ from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import new_id
 from tenure.roles import Follower, FollowerConfig, Leader, LeaderConfig
-from tenure.roles.features.nested import executor as subteam
-from tenure.roles.planning.planner import Planner
-from tenure.roles.teams.queue import QueueWorker
+from tenure.roles import teams as team_kinds
+from tenure.roles.planning import Planner
 from tenure.store import open_store
 
 PlanArgument = Annotated[Path | None, typer.Argument(help="Plan file (plan.yaml or plan.md).")]
@@ -90,12 +89,11 @@ def leader(
         duplicate_assignments=duplicate_assignments,
         stale_grace=ttl,
         member_ttl=ttl,  # a dead leader must not outlive its lease in the election ranks
-        splitter=splitter,
     )
     stop = threading.Event()
     stop_on_signals(stop)
     with open_store(store_url(store)) as opened:
-        outcome = Leader(opened, config, loaded).run(stop)
+        outcome = Leader(opened, config, loaded, splitter=splitter).run(stop)
     out.print(f"leader {config.member_id}: {outcome}")
 
 
@@ -160,7 +158,7 @@ def worker(
     stop_on_signals(stop)
     with open_store(store_url(store)) as opened:
         if queue:
-            QueueWorker(
+            team_kinds.QueueWorker(
                 opened,
                 team,
                 member,
@@ -182,7 +180,7 @@ def worker(
         )
         if sub_leader:
             timing = LeaseTiming(ttl=member_ttl)
-            subteam.sub_leader(opened, config, chosen, timing=timing, planner=planner).run(stop)
+            team_kinds.sub_leader(opened, config, chosen, timing=timing, planner=planner).run(stop)
             return
         Follower(opened, config, chosen).run(stop)
 

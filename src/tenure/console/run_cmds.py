@@ -9,7 +9,7 @@ from collections import Counter
 from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Group, RenderableType
@@ -32,9 +32,8 @@ from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
-from tenure.roles import Leader, LeaderConfig
-from tenure.roles.teams.local import LocalTeam
-from tenure.roles.teams.queue import enqueue_plan
+from tenure.roles import Leader, LeaderConfig, LocalTeam, enqueue_plan
+from tenure.roles.features import Splitter
 from tenure.store import Store, open_store
 
 
@@ -146,7 +145,7 @@ def _run_processes(
     ttl: float,
     state_dir: Path,
     workdir: Path | None,
-    splitter: Any = None,
+    splitter: Splitter | None = None,
     model: str | None = None,
 ) -> None:
     if mode is Mode.queue:
@@ -177,9 +176,8 @@ def _run_processes(
                 workdir=workdir,
                 stale_grace=ttl,
                 member_ttl=ttl,
-                splitter=splitter,
             )
-            leader = Leader(store, config, plan)
+            leader = Leader(store, config, plan, splitter=splitter)
             _watch(store, plan, leader.run)
     finally:
         stop_all(procs)

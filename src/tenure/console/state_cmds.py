@@ -13,8 +13,9 @@ from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
 from tenure.console.tree import subtree, team_tree_table
-from tenure.roles.features import budget
-from tenure.store import Store, TaskRecord, open_store
+from tenure.roles.register import Task, read_task
+from tenure.roles.register import spend as budget
+from tenure.store import Store, open_store
 
 _STATE_ORDER = {
     "blocked": 0,
@@ -45,7 +46,7 @@ def age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def sorted_tasks(tasks: list[TaskRecord]) -> list[TaskRecord]:
+def sorted_tasks(tasks: list[Task]) -> list[Task]:
     """Blocked first, then by state, oldest first within a state."""
     return sorted(tasks, key=lambda t: (_STATE_ORDER.get(t.state, 9), t.updated_at))
 
@@ -61,11 +62,9 @@ def team_table(store: Store, team: str) -> Table:
         title_justify="left",
         caption_justify="left",
     )
-    tasks = store.tasks(team)
+    tasks = [read_task(r) for r in store.tasks(team)]
     # model work: show what it cost (a team of scripts or commands records no tokens)
-    spent = any(
-        e.get("calls") or e.get("cost_usd") for t in tasks for e in t.data.get("spend_log", [])
-    )
+    spent = any(e.calls or e.cost_usd for t in tasks for e in t.data.spend_log)
     columns = ("task", "state", "attempt", "assignee", "age", *(("spend",) * spent), "reason")
     for column in columns:
         table.add_column(column, overflow="fold", no_wrap=column == "task")
@@ -81,38 +80,36 @@ def team_table(store: Store, team: str) -> Table:
             *((str(budget.task_totals(task)),) * spent),
             escape(_reason(task, states)[:80]),
         )
-    if spent or any(t.spec.get("team_budget") or t.spec.get("planning_spend") for t in tasks):
+    if spent or any(t.spec.team_budget or t.spec.planning_spend for t in tasks):
         table.caption = f"live members: {members}\n{spend_line(tasks, now)}"
     return table
 
 
-def spend_line(tasks: list[TaskRecord], now: float) -> str:
+def spend_line(tasks: list[Task], now: float) -> str:
     """The team's model spend (planning included) against its budget, if it has one."""
     totals = budget.team_totals(tasks)
     line = f"spend: {totals.tokens} tokens, ${totals.cost_usd:.4f} in {totals.calls} call(s)"
     if totals.unpriced:
         line += f" ({totals.unpriced} unpriced, counted as $0)"
-    limits = next((t.spec["team_budget"] for t in tasks if t.spec.get("team_budget")), None)
+    limits = next((t.spec.team_budget for t in tasks if t.spec.team_budget), None)
     if limits:
         caps = []
-        if limits.get("tokens") is not None:
-            caps.append(f"{limits['tokens']} tokens")
-        if limits.get("cost_usd") is not None:
-            caps.append(f"${limits['cost_usd']:g}")
-        if limits.get("wall_seconds") is not None:
-            caps.append(
-                f"{limits['wall_seconds']:g}s (used {budget.team_seconds(tasks, now):.0f}s)"
-            )
+        if limits.tokens is not None:
+            caps.append(f"{limits.tokens} tokens")
+        if limits.cost_usd is not None:
+            caps.append(f"${limits.cost_usd:g}")
+        if limits.wall_seconds is not None:
+            caps.append(f"{limits.wall_seconds:g}s (used {budget.team_seconds(tasks, now):.0f}s)")
         line += f" — team budget: {', '.join(caps)}"
     return line
 
 
-def _reason(task: TaskRecord, states: dict[str, str]) -> str:
+def _reason(task: Task, states: dict[str, str]) -> str:
     """Why a task is where it is; a queued task names the dependencies it waits for."""
     if task.state == "queued" and not task.assignee:
         waiting = [
             f"{d} ({states.get(d, '?')})"
-            for d in task.spec.get("depends_on", [])
+            for d in task.spec.depends_on
             if states.get(d) != "done"
         ]
         if waiting:

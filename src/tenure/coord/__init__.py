@@ -3,7 +3,7 @@
 from tenure.coord.effects import run_effect
 from tenure.coord.election import LEAD_CAPABILITY, Election, rank_of
 from tenure.coord.epochs import EpochMemory
-from tenure.coord.lease import LeaseKeeper, LeaseTiming
+from tenure.coord.lease import LeaseKeeper, LeaseTiming, Renewer
 
 __all__ = [
     "LEAD_CAPABILITY",
@@ -11,6 +11,7 @@ __all__ = [
     "EpochMemory",
     "LeaseKeeper",
     "LeaseTiming",
+    "Renewer",
     "rank_of",
     "run_effect",
 ]

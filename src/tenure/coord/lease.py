@@ -91,6 +91,12 @@ class LeaseKeeper:
         with self._lock:
             self._deadline = 0.0
 
+    def keep_renewed(self) -> Renewer:
+        """Start renewing on a thread of its own, well inside the TTL; ``stop()`` it."""
+        renewer = Renewer(self)
+        renewer.start()
+        return renewer
+
     def release(self) -> None:
         lease = self.lease
         self.lost()
@@ -100,3 +106,32 @@ class LeaseKeeper:
             except StoreError:
                 pass  # it expires by itself
         self.lease = None
+
+
+class Renewer:
+    """Renews a keeper's lease every ``renew_every`` seconds while the keeper is valid:
+    the one renew loop every leader uses (team leaders, sub-leaders, coding runs)."""
+
+    def __init__(self, keeper: LeaseKeeper) -> None:
+        self.keeper = keeper
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, daemon=True, name=f"tenure-renew-{keeper.team}-{keeper.holder}"
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.keeper.timing.ttl)
+
+    def pause(self) -> None:
+        """Stop renewing without waiting (a test's way to make a leader look paused)."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.keeper.timing.renew_every):
+            if self.keeper.lease is not None and self.keeper.valid():
+                self.keeper.renew()

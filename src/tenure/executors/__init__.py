@@ -3,6 +3,7 @@
 from tenure.executors.base import (
     Executor,
     TaskContext,
+    UnknownExecutor,
     coerce_result,
     failed,
     make_result,
@@ -22,6 +23,7 @@ __all__ = [
     "ScriptedExecutor",
     "SleepExecutor",
     "TaskContext",
+    "UnknownExecutor",
     "coerce_result",
     "failed",
     "make_result",

@@ -118,3 +118,14 @@ def safe_result(envelope: TaskEnvelope, produce: Callable[[], Any]) -> TaskResul
         return failed(envelope, f"the executor returned an invalid result: {exc}")
     except Exception as exc:  # an executor bug must not crash the follower
         return failed(envelope, f"{type(exc).__name__}: {exc}")
+
+
+class UnknownExecutor:
+    """The executor an envelope names but this member does not have: each attempt
+    fails with that reason instead of running something else."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        return failed(envelope, f"unknown executor {self.spec!r}")

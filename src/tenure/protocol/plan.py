@@ -33,6 +33,7 @@ class PlanTask(Strict):
     executor: str | None = None
     budget: Budget | None = None
     team: SubTeam | None = None  # a composite task: a nested team runs it
+    options: JsonObject = Field(default_factory=dict)  # read by leader hooks that declare them
 
     @model_validator(mode="before")
     @classmethod

@@ -1,21 +1,44 @@
-"""Behaviour: leaders, followers, the local team and the leaderless queue."""
+"""Behaviour: who does what in a team. Sub-packages, lowest first (each imports only
+those before it):
 
-from tenure.roles.leader.candidate import Leader, LeaderConfig
-from tenure.roles.leader.conductor import Conductor
-from tenure.roles.member.follower import Follower, FollowerConfig
-from tenure.roles.member.wire import LEADER_QUEUE, WORK_QUEUE, Mailbox, envelope_for, member_queue
-from tenure.roles.register.plan import plan_spec
+- ``register``: the typed register every role reads and writes;
+- ``member``: the runtime of every member process (wire, heartbeat, the attempt
+  runner, the follower);
+- ``planning``: the LLM planner and the rules a plan must keep;
+- ``leader``: the conductor, the reviewer and its ladder, the hook points;
+- ``features``: leader features as hooks (budgets, quorum, split, nested teams);
+- ``teams``: teams assembled from those (a leader with the features, local mode,
+  queue mode, sub-leaders, the operator's inbox);
+- ``coding``: coding-agent teams on the same runtime, laid out as files in git.
+"""
+
+from tenure.roles.leader import Candidate, Conductor, LeaderConfig, LeaderContext, LeaderHook
+from tenure.roles.member import (
+    LEADER_QUEUE,
+    WORK_QUEUE,
+    Follower,
+    FollowerConfig,
+    Mailbox,
+    envelope_for,
+    member_queue,
+)
+from tenure.roles.teams import Leader, LocalTeam, QueueWorker, enqueue_plan
 
 __all__ = [
     "LEADER_QUEUE",
     "WORK_QUEUE",
+    "Candidate",
     "Conductor",
     "Follower",
     "FollowerConfig",
     "Leader",
     "LeaderConfig",
+    "LeaderContext",
+    "LeaderHook",
+    "LocalTeam",
     "Mailbox",
+    "QueueWorker",
     "envelope_for",
+    "enqueue_plan",
     "member_queue",
-    "plan_spec",
 ]

@@ -1,18 +1,23 @@
 """A leader candidate: wins the lease by rank, conducts while it holds it, and
-stops acting the instant its own deadline passes without a renewal."""
+stops acting the instant its own deadline passes without a renewal.
+
+``Candidate`` runs whatever hooks it is given; ``tenure.roles.teams.Leader`` is the
+candidate with the standard leader features."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from tenure.coord import LEAD_CAPABILITY, Election, EpochMemory, LeaseKeeper, LeaseTiming
 from tenure.protocol import Plan, TenureError
 from tenure.protocol.errors import LeaseLost, StaleEpoch
 from tenure.roles.leader.conductor import Conductor
+from tenure.roles.leader.hooks import Hooks, LeaderHook
 from tenure.roles.member.heartbeat import MemberHeartbeat
 from tenure.store import Lease, Store
 from tenure.verify import Trust
@@ -35,13 +40,22 @@ class LeaderConfig:
     exit_when_done: bool = True
     duplicate_assignments: bool = False
     elect: bool = True
-    splitter: Any = None  # a roles.split.Splitter: split a task once before the inbox
     trust: Trust | None = None  # judge models for the verification ladder
 
 
-class Leader:
-    def __init__(self, store: Store, config: LeaderConfig, plan: Plan | None = None) -> None:
+class Candidate:
+    def __init__(
+        self,
+        store: Store,
+        config: LeaderConfig,
+        plan: Plan | None = None,
+        *,
+        hooks: Sequence[LeaderHook] = (),
+    ) -> None:
         self.store = store
+        self.hooks = list(hooks)
+        if plan is not None:
+            Hooks(self.hooks).check_options(plan)  # refused now, not at every election
         self.config = config
         self.plan = plan
         self.team = config.team
@@ -64,10 +78,7 @@ class Leader:
         """Campaign and lead until the plan is finished (or ``stop`` is set)."""
         if self.config.elect:
             self.heartbeat.start()
-        renewer = threading.Thread(
-            target=self._renew_loop, args=(stop,), daemon=True, name=f"tenure-renew-{self.me}"
-        )
-        renewer.start()
+        renewer = self.keeper.keep_renewed()
         try:
             while not stop.is_set():
                 if self._campaign() and self._lead(stop) == "finished":
@@ -76,6 +87,7 @@ class Leader:
             return "stopped"
         finally:
             stop.set()
+            renewer.stop()
             self.keeper.release()
             if self.config.elect:
                 self.heartbeat.stop(leave=True)
@@ -105,7 +117,7 @@ class Leader:
             workdir=self.config.workdir,
             stale_grace=self.config.stale_grace,
             duplicate=self.config.duplicate_assignments,
-            splitter=self.config.splitter,
+            hooks=self.hooks,
             trust=self.config.trust,
         )
         try:
@@ -131,11 +143,6 @@ class Leader:
             self._event("leader.error", {"error": str(exc)}, None)
             time.sleep(self.config.poll_interval)
         return None
-
-    def _renew_loop(self, stop: threading.Event) -> None:
-        while not stop.wait(self.config.timing.renew_every):
-            if self.keeper.lease is not None and self.keeper.valid():
-                self.keeper.renew()
 
     def _event(self, kind: str, data: dict[str, object], epoch: int | None) -> None:
         try:

@@ -1,91 +1,77 @@
-"""The leader's judgement of a result: verify, accept, retry with history, or escalate."""
+"""The leader's judgement of a result: verify, accept, retry with history, or escalate.
+
+Hooks take part at fixed points (``on_result``, ``before_review``, ``on_accept``,
+``before_retry``, ``on_exhausted``); everything else here is the same for every
+team: a result counts only from the member the attempt is assigned to and for
+the current attempt; its spend is recorded; a failure becomes the next attempt's
+history; after the last attempt, a person decides.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
-
+from tenure.executors.llm_budget import BUDGET_PREFIX
 from tenure.models.meter import Mark
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
+from tenure.protocol.envelope import PriorAttempt
 from tenure.protocol.errors import Conflict
-from tenure.roles.features import budget
-from tenure.roles.features.nested.parent import stale_report
+from tenure.protocol.taskspec import AttemptData
+from tenure.roles.leader.hooks import Hooks, LeaderContext
 from tenure.roles.leader.ladder import run_ladder
-from tenure.store import Store, TaskRecord, TaskState
-from tenure.verify import Trust
+from tenure.roles.register import Task
+from tenure.roles.register.spend import log_attempt, log_extra, with_wall
+from tenure.verify import Verdict, verdict_event
+from tenure.verify.decisions import VERDICT_EVENT
 
 FAILURE_LIMIT = 2000
+REASON_LIMIT = 500
 
 
 class Reviewer:
-    def __init__(
-        self,
-        store: Store,
-        team: str,
-        epoch: Callable[[], int],
-        *,
-        workdir: Path | None,
-        on_event: Callable[[str, dict[str, Any]], None],
-        splitter: Any = None,
-        trust: Trust | None = None,
-    ) -> None:
-        self.store = store
-        self.team = team
-        self.epoch = epoch
-        self.workdir = workdir
-        self.event = on_event
-        self.splitter = splitter  # a roles.split.Splitter: split once before the inbox
-        # judge models for the ladder; its meter says what they spent on each result
-        self.trust = trust if trust is not None else Trust()
+    """Judges results for ``ctx`` (the leader), calling ``hooks`` at each point."""
+
+    def __init__(self, ctx: LeaderContext, hooks: Hooks) -> None:
+        self.ctx = ctx
+        self.hooks = hooks
+
+    # --- a result arrives ---------------------------------------------------------------
 
     def on_result(self, result: TaskResult, sender: str | None = None) -> None:
-        """Take a result into review, unless it is a duplicate, from an old attempt,
-        or from a member the attempt was not assigned to."""
-        task = self.store.get_task(self.team, result.task_id)
-        current_key = idempotency_key(task.task_id, task.attempt)
+        """Take a result into review, unless it is a duplicate, from an old attempt, from
+        a member the attempt was not assigned to, or refused by a hook."""
+        ctx = self.ctx
+        task = ctx.register.get(result.task_id)
         info = {"task_id": task.task_id, "key": result.idempotency_key}
         if sender is not None and task.assignee is not None and sender != task.assignee:
-            self.event(
-                "leader.result_refused",
-                {
-                    **info,
-                    "sender": sender,
-                    "reason": f"the attempt is assigned to {task.assignee}, not {sender}",
-                },
-            )
+            reason = f"the attempt is assigned to {task.assignee}, not {sender}"
+            ctx.event("leader.result_refused", {**info, "sender": sender, "reason": reason})
             return
-        stale = stale_report(self.store, self.team, task, result) if task.spec.get("team") else None
-        if stale:  # a sub-leader superseded inside its own team, whoever it claims to be
-            self.event("leader.result_refused", {**info, "sender": sender, "reason": stale})
+        refused = self.hooks.on_result(ctx, task, result)
+        if refused:
+            ctx.event("leader.result_refused", {**info, "sender": sender, "reason": refused})
             return
-        if result.idempotency_key != current_key or task.state != "running":
-            self.event("leader.duplicate_absorbed", {**info, "state": task.state})
+        current = idempotency_key(task.task_id, task.attempt)
+        if result.idempotency_key != current or task.state != "running":
+            ctx.event("leader.duplicate_absorbed", {**info, "state": task.state})
             return
+        data = log_attempt(task.data, task.attempt, result.usage, self.ran(task))
         try:
-            task = self.store.transition(
-                self.team,
-                task.task_id,
-                epoch=self.epoch(),
-                expect=["running"],
-                to="review",
-                version=task.version,
-                result=to_dict(result),
-                data=budget.log_attempt(task.data, task.attempt, result.usage, self._ran(task)),
-            )
+            task = ctx.register.move(task, "review", result=to_dict(result), data=data)
         except Conflict:
-            self.event("leader.duplicate_absorbed", {**info, "state": "changed"})
+            ctx.event("leader.duplicate_absorbed", {**info, "state": "changed"})
             return
         self.review(task)
 
-    def review(self, task: TaskRecord) -> None:
+    def review(self, task: Task) -> None:
+        """Accept, retry or escalate a task in ``review`` by its result."""
+        if task.problem is not None:
+            self._unreadable(task)
+            return
         result = TaskResult.model_validate(task.result)
         if result.status == "completed":
             self._verify(task, result)
         elif result.status == "failed":
             failure = _failure_text(result)
-            if failure.startswith(budget.PREFIX):  # the worker ran out of budget: no retry
+            if failure.startswith(BUDGET_PREFIX):  # the worker ran out of budget: no retry
                 self.fail(task, failure.splitlines()[0])
             else:
                 self.retry(task, "failed", failure)
@@ -95,107 +81,103 @@ class Reviewer:
             reason = "; ".join(result.notes.uncertain) or "no reason given"
             self.block(task, f"refused: {reason}")
 
-    def _verify(self, task: TaskRecord, result: TaskResult) -> None:
-        mark = self.trust.meter.mark()
-        verdicts = run_ladder(self, task, result)  # every verdict is logged there
-        task = self._charge_judges(task, mark, moved=verdicts is None)
+    def _verify(self, task: Task, result: TaskResult) -> None:
+        ctx = self.ctx
+        mark = ctx.trust.meter.mark()
+        review = self.hooks.before_review(ctx, task, result)
+        verdicts = None
+        if not review.decided:
+            verdicts = run_ladder(
+                task, result, review, workdir=ctx.workdir, trust=ctx.trust, event=ctx.event
+            )
+        task = self._charge_judges(task, mark)
         if verdicts is None:
-            return  # the team's tie-break policy sent it to a person
+            return  # a hook settled it (e.g. sent it to a person)
         failing = [v for v in verdicts if not v.passed]
         if failing:
             self.retry(task, "rejected", f"{failing[0].check} check failed: {failing[0].reason}")
-            return
-        summary = ", ".join(v.check for v in verdicts)
-        self._move(task, "done", reason=f"accepted: {summary}")
+        elif not self.hooks.on_accept(ctx, task, verdicts):
+            self.finish(task, f"accepted: {', '.join(v.check for v in verdicts)}")
 
-    def retry(self, task: TaskRecord, status: str, failure: str) -> None:
+    def _unreadable(self, task: Task) -> None:
+        """A task whose register entry cannot be read is neither passed nor guessed at:
+        a failed verdict says why, and a person decides."""
+        what = "checks" if "spec.checks" in str(task.problem) else "register entry"
+        verdict = Verdict("register", False, f"the task's {what} are not valid: {task.problem}")
+        key = idempotency_key(task.task_id, max(task.attempt, 1))
+        self.ctx.event(VERDICT_EVENT, verdict_event(verdict, task_id=task.task_id, key=key))
+        self.block(task, verdict.reason)
+
+    # --- where a task goes next ---------------------------------------------------------
+
+    def retry(self, task: Task, status: str, failure: str) -> None:
         """A new attempt with the failure in its history, or the inbox when out of tries."""
-        history = [
-            *task.data.get("history", []),
-            {
-                "attempt": max(task.attempt, 1),
-                "status": status,
-                "failure": failure[-FAILURE_LIMIT:],
-            },
-        ]
-        data = budget.with_wall(task.data, task.attempt, self._ran(task))
-        data = {**data, "history": history}
-        data.pop("dispatched_at", None)
-        stop = budget.stop_reason(
-            replace(task, data=data), self.store.tasks(self.team), self.store.now()
+        ctx = self.ctx
+        prior = PriorAttempt(
+            attempt=max(task.attempt, 1), status=status, failure=failure[-FAILURE_LIMIT:]
         )
+        data = with_wall(task.data, task.attempt, self.ran(task))
+        data = data.with_(history=[*data.history, prior], dispatched_at=None)
+        stop = self.hooks.before_retry(ctx, task, data)
         if stop:
             self.fail(task, f"{stop}; last failure: {failure}", data=data)
             return
-        used = task.attempt - int(task.data.get("attempt_base", 0))
-        if used >= int(task.spec.get("max_attempts", 3)):
-            if self.splitter is not None and self.splitter.split(self, task, failure, data):
+        if task.used_attempts >= task.spec.max_attempts:
+            if self.hooks.on_exhausted(ctx, task, failure, data):
                 return
-            self.block(task, f"gave up after {used} attempts: {failure}", data=data)
+            self.block(task, f"gave up after {task.used_attempts} attempts: {failure}", data=data)
             return
-        self.event(
+        ctx.event(
             "task.retry", {"task_id": task.task_id, "attempt": task.attempt, "why": failure[:300]}
         )
-        self._move(task, "queued", assignee=None, data=data, reason=failure[:300])
+        self.ctx.register.move(task, "queued", assignee=None, data=data, reason=failure[:300])
 
     def block(
         self,
-        task: TaskRecord,
+        task: Task,
         reason: str,
         *,
         question: str | None = None,
-        data: dict[str, Any] | None = None,
+        data: AttemptData | None = None,
     ) -> None:
-        data = dict(data if data is not None else task.data)
-        data.pop("dispatched_at", None)
+        """Send the task to a person: ``blocked``, in the inbox, with the question."""
+        data = (data or task.data).with_(dispatched_at=None)
         if question:
-            data["question"] = question
-        self._move(task, "blocked", assignee=None, data=data, reason=reason[:500])
-        self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+            data = data.with_(question=question)
+        self.ctx.register.move(task, "blocked", assignee=None, data=data, reason=reason[:REASON_LIMIT])
+        self.ctx.event("inbox.added", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
 
-    def fail(self, task: TaskRecord, reason: str, *, data: dict[str, Any] | None = None) -> None:
-        """Stop the task for good (a budget ran out): ``failed``, in the inbox, the reason kept."""
-        data = dict(data if data is not None else task.data)
-        data.pop("dispatched_at", None)
-        self._move(task, "failed", assignee=None, data=data, reason=reason[:500])
-        self.event("budget.exceeded", {"task_id": task.task_id, "reason": reason[:500]})
-        self.event("inbox.added", {"task_id": task.task_id, "reason": reason[:500]})
+    def fail(self, task: Task, reason: str, *, data: AttemptData | None = None) -> None:
+        """Stop the task for good (a budget ran out): ``failed``, in the inbox."""
+        data = (data or task.data).with_(dispatched_at=None)
+        self.ctx.register.move(task, "failed", assignee=None, data=data, reason=reason[:REASON_LIMIT])
+        self.ctx.event("budget.exceeded", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
+        self.ctx.event("inbox.added", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
 
-    def _charge_judges(self, task: TaskRecord, mark: Mark, *, moved: bool) -> TaskRecord:
+    def finish(self, task: Task, reason: str) -> None:
+        """Accept a task in review: ``done``."""
+        self.ctx.register.move(task, "done", reason=reason[:REASON_LIMIT])
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _charge_judges(self, task: Task, mark: Mark) -> Task:
         """Log what judge models spent on this result in the task's spend, where the
-        budgets and ``tenure status`` count it (``moved``: the ladder already moved it)."""
-        spent = self.trust.meter.since(mark)
+        budgets and ``tenure status`` count it."""
+        ctx = self.ctx
+        spent = ctx.trust.meter.since(mark)
         if spent is None:
             return task
-        if moved:
-            task = self.store.get_task(self.team, task.task_id)
+        task = ctx.register.get(task.task_id)  # a hook may have moved it meanwhile
         if task.state in ("done", "cancelled"):
             return task
-        data = budget.log_extra(task.data, "judge", spent, task.attempt)
-        return self.store.transition(
-            self.team,
-            task.task_id,
-            epoch=self.epoch(),
-            expect=[task.state],
-            to=task.state,
-            version=task.version,
-            data=data,
-        )
+        data = log_extra(task.data, "judge", spent, task.attempt)
+        return ctx.register.move(task, task.state, data=data)
 
-    def _ran(self, task: TaskRecord) -> float:
+    def ran(self, task: Task) -> float:
         """Wall seconds of the current attempt so far, by the store's clock."""
-        return self.store.now() - float(task.data.get("dispatched_at", task.updated_at))
+        started = task.data.dispatched_at
+        return self.ctx.now() - (started if started is not None else task.updated_at)
 
-    def _move(self, task: TaskRecord, to: TaskState, **changes: Any) -> None:
-        self.store.transition(
-            self.team,
-            task.task_id,
-            epoch=self.epoch(),
-            expect=[task.state],
-            to=to,
-            version=task.version,
-            **changes,
-        )
 
 
 def _failure_text(result: TaskResult) -> str:
@@ -204,3 +186,27 @@ def _failure_text(result: TaskResult) -> str:
         if isinstance(item, CommandEvidence) and item.exit_code != 0:
             parts.append(f"$ {item.command} (exit {item.exit_code})\n{item.output}")
     return "\n".join(parts) or "the worker reported failure without a reason"
+
+
+
+class Judging:
+    """The judgement half of a ``LeaderContext``, handed to its ``reviewer``."""
+
+    reviewer: Reviewer
+
+    def review(self, task: Task) -> None:
+        self.reviewer.review(task)
+
+    def retry(self, task: Task, status: str, failure: str) -> None:
+        self.reviewer.retry(task, status, failure)
+
+    def block(
+        self, task: Task, reason: str, *, question: str | None = None, data: AttemptData | None = None
+    ) -> None:
+        self.reviewer.block(task, reason, question=question, data=data)
+
+    def fail(self, task: Task, reason: str, *, data: AttemptData | None = None) -> None:
+        self.reviewer.fail(task, reason, data=data)
+
+    def finish(self, task: Task, reason: str) -> None:
+        self.reviewer.finish(task, reason)

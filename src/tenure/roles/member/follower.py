@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenure.coord import EpochMemory
-from tenure.executors import Executor, TaskContext, failed, resolve_executor, safe_result
-from tenure.protocol import ProtocolError, TaskEnvelope, TenureError, parse_message, to_dict
-from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, StaleEpoch
+from tenure.coord import EpochMemory, run_effect
+from tenure.executors import Executor, TaskContext, UnknownExecutor, resolve_executor
+from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, TenureError, parse_message
 from tenure.protocol.messages import TaskProgress
+from tenure.roles.member.attempt import AttemptRunner
 from tenure.roles.member.heartbeat import MemberHeartbeat
 from tenure.roles.member.wire import WORK_CAPABILITY, Mailbox, member_queue
 from tenure.store import Delivery, Store
@@ -58,7 +58,9 @@ class Follower:
         )
         self.current: TaskEnvelope | None = None
         self.cancelled = threading.Event()
-        self.executed = 0
+        self.runner = AttemptRunner(
+            store, config.team, self.me, claim_margin=config.visibility_timeout
+        )
 
     # --- loop -------------------------------------------------------------------------
 
@@ -109,106 +111,39 @@ class Follower:
         if not self.memory.observe(env.epoch):
             self._event("follower.stale_envelope_ignored", {**info, "highest": self.memory.highest})
             return
-        recorded = self.store.effect_lookup(self.team, env.idempotency_key)
-        if recorded is not None:
-            self._event("follower.duplicate_absorbed", info)
-            self.mailbox.result(env.reply_to, recorded.result)
-            return
-        if not self._mark_running(env, info):
-            return
-        try:
-            ticket = self.store.effect_begin(
-                self.team,
-                env.idempotency_key,
-                epoch=env.epoch,
-                holder=self.me,
-                claim_seconds=env.deadline_seconds + self.config.visibility_timeout,
-            )
-        except StaleEpoch as exc:
-            self._event("follower.fenced", {**info, "current": exc.current})
-            return
-        except EffectInProgress as exc:
-            self._event("follower.attempt_in_progress", {**info, "error": str(exc)})
-            return
-        result = ticket.result if ticket.status == "done" else self._execute(env)
-        self.mailbox.result(env.reply_to, result)
+        executor = _Attended(self, self._executor_for(env))
+        ran = self.runner.run(env, executor, self._context(env))
+        if ran.kind != "executed":
+            self._event(f"follower.{_SAID[ran.kind]}", {**info, **ran.facts})
+        if ran.result is not None:
+            self.mailbox.result(env.reply_to, ran.result)
 
-    def _mark_running(self, env: TaskEnvelope, info: dict[str, Any]) -> bool:
-        try:
-            task = self.store.get_task(self.team, env.task_id)
-            if (task.attempt, task.assignee) != (env.attempt, self.me) or task.state not in (
-                "queued",
-                "running",
-            ):
-                self._event(
-                    "follower.assignment_outdated",
-                    {
-                        **info,
-                        "state": task.state,
-                        "attempt": task.attempt,
-                        "assignee": task.assignee,
-                    },
-                )
-                return False
-            self.store.transition(
-                self.team,
-                env.task_id,
-                epoch=env.epoch,
-                expect=[task.state],
-                to="running",
-                version=task.version,
-            )
-        except StaleEpoch as exc:
-            self._event("follower.fenced", {**info, "current": exc.current})
-            return False
-        except (Conflict, NotFound) as exc:
-            self._event("follower.assignment_outdated", {**info, "error": str(exc)})
-            return False
-        return True
-
-    def _execute(self, env: TaskEnvelope) -> dict[str, Any]:
-        self.current, self.cancelled = env, threading.Event()
-        ctx = TaskContext(
+    def _context(self, env: TaskEnvelope) -> TaskContext:
+        self.cancelled = threading.Event()
+        return TaskContext(
             worker_id=self.me,
             team=self.team,
             workdir=self.config.workdir,
             cancelled=self.cancelled,
             envelope=env,
-            report_progress=lambda msg, frac: self._progress(env, msg, frac),
+            report_progress=lambda msg, frac: self.progress(env, msg, frac),
             run_effect=self._task_effect(env),
             record_event=lambda kind, data: self._event(kind, data),
         )
-        checkin = _Checkin(
-            self.config.checkin_interval, lambda: self._progress(env, "still working", None)
-        )
-        checkin.start()
-        try:
-            executor = self._executor_for(env)
-            result = (
-                safe_result(env, lambda: executor.execute(env, ctx))
-                if executor
-                else failed(env, f"unknown executor {env.executor!r}")
-            )
-        finally:
-            checkin.stop()
-            self.current = None
-        self.executed += 1
-        ticket = self.store.effect_finish(
-            self.team, env.idempotency_key, holder=self.me, result=to_dict(result)
-        )
-        return dict(ticket.result)
 
-    def _executor_for(self, env: TaskEnvelope) -> Executor | None:
+    @property
+    def executed(self) -> int:
+        return self.runner.executed
+
+    def _executor_for(self, env: TaskEnvelope) -> Executor:
         if not env.executor:
             return self.executor
         try:
             return resolve_executor(env.executor)
         except ProtocolError:
-            return None
+            return UnknownExecutor(env.executor)
 
     def _task_effect(self, env: TaskEnvelope) -> Any:
-        from tenure.coord import run_effect
-
         def effect(key: str, fn: Any) -> Any:
             return run_effect(
                 self.store,
@@ -223,7 +158,7 @@ class Follower:
 
         return effect
 
-    def _progress(self, env: TaskEnvelope, message: str, fraction: float | None) -> None:
+    def progress(self, env: TaskEnvelope, message: str, fraction: float | None) -> None:
         body = TaskProgress(
             task_id=env.task_id,
             idempotency_key=env.idempotency_key,
@@ -252,6 +187,38 @@ class Follower:
             self.store.append_event(self.team, kind, {"member": self.me, **data})
         except TenureError:
             pass  # the event log is best effort when the store is down
+
+
+_SAID = {
+    "replayed": "duplicate_absorbed",
+    "outdated": "assignment_outdated",
+    "fenced": "fenced",
+    "in_progress": "attempt_in_progress",
+}
+
+
+class _Attended:
+    """The executor, run with the follower attending: it knows the envelope in hand
+    (for cancellation and for stand-ins, which lead only while idle) and sends a
+    check-in restating the criteria every ``checkin_interval`` seconds."""
+
+    def __init__(self, follower: Follower, inner: Executor) -> None:
+        self.follower = follower
+        self.inner = inner
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        follower = self.follower
+        checkin = _Checkin(
+            follower.config.checkin_interval,
+            lambda: follower.progress(envelope, "still working", None),
+        )
+        follower.current = envelope
+        checkin.start()
+        try:
+            return self.inner.execute(envelope, ctx)
+        finally:
+            checkin.stop()
+            follower.current = None
 
 
 class _Checkin:

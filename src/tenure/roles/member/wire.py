@@ -6,12 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tenure.protocol import (
-    PriorAttempt,
-    TaskEnvelope,
-    idempotency_key,
-    to_dict,
-)
+from tenure.protocol import ProtocolError, TaskEnvelope, idempotency_key, to_dict
 from tenure.protocol.codec import translate
 from tenure.protocol.messages import (
     AssignMessage,
@@ -20,6 +15,7 @@ from tenure.protocol.messages import (
     ResultMessage,
     TaskProgress,
 )
+from tenure.roles.register import Task, read_task
 from tenure.store import Store, TaskRecord
 
 LEADER_QUEUE = "leader"
@@ -72,48 +68,49 @@ class Mailbox:
 
 
 def envelope_for(
-    record: TaskRecord,
+    task: Task | TaskRecord,
     *,
     epoch: int,
     assignee: str,
     dependencies: dict[str, Any] | None = None,
     budget: dict[str, Any] | None = None,
+    extra_input: dict[str, Any] | None = None,
 ) -> TaskEnvelope:
-    """The envelope of the record's current attempt, at ``epoch``; the artifacts of
-    the tasks it depends on travel in ``input.from_dependencies``."""
-    spec = record.spec
-    task_input = _with_answers(spec.get("input", {}), record.data.get("qa", []))
+    """The envelope of the task's current attempt, at ``epoch``. The artifacts of the
+    tasks it depends on travel in ``input.from_dependencies``, the operator's answers
+    in ``input.operator_answers``."""
+    if isinstance(task, TaskRecord):
+        task = read_task(task)
+    if task.problem is not None:
+        raise ProtocolError("(register)", task.problem)
+    spec, data = task.spec, task.data
+    task_input = dict(spec.input)
+    if data.qa:
+        task_input["operator_answers"] = [to_dict(a) for a in data.qa]
     if dependencies:
-        task_input = {**task_input, "from_dependencies": dependencies}
+        task_input["from_dependencies"] = dependencies
+    task_input.update(extra_input or {})
     try:
-        history = [PriorAttempt.model_validate(h) for h in record.data.get("history", [])]
         return TaskEnvelope.model_validate(
             {
-                "task_id": record.task_id,
-                "idempotency_key": idempotency_key(record.task_id, record.attempt),
+                "task_id": task.task_id,
+                "idempotency_key": idempotency_key(task.task_id, task.attempt),
                 "epoch": epoch,
-                "attempt": record.attempt,
+                "attempt": task.attempt,
                 "assigned_to": assignee,
-                "deadline_seconds": spec.get("deadline_seconds", 300.0),
-                "goal": spec.get("goal", ""),
-                "acceptance_criteria": spec.get("acceptance_criteria", []),
-                "checks": spec.get("checks", []),
+                "deadline_seconds": spec.deadline_seconds,
+                "goal": spec.goal,
+                "acceptance_criteria": spec.acceptance_criteria,
+                "checks": spec.checks,
                 "input": task_input,
-                "scope": spec.get("scope", []),
-                "depends_on": spec.get("depends_on", []),
+                "scope": spec.scope,
+                "depends_on": spec.depends_on,
                 "reply_to": LEADER_QUEUE,
-                "history": history,
-                "output_schema": spec.get("output_schema"),
-                "executor": spec.get("executor"),
+                "history": data.history,
+                "output_schema": spec.output_schema,
+                "executor": spec.executor,
                 "budget": budget,
             }
         )
     except ValidationError as exc:
-        raise translate(exc, source=f"task {record.task_id!r} in the register") from None
-
-
-def _with_answers(task_input: dict[str, Any], qa: list[dict[str, Any]]) -> dict[str, Any]:
-    """Operator answers travel in the input, so a re-queued task sees them."""
-    if not qa:
-        return task_input
-    return {**task_input, "operator_answers": qa}
+        raise translate(exc, source=f"task {task.task_id!r} in the register") from None

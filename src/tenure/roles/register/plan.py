@@ -1,35 +1,38 @@
-"""A plan in the register: the spec each task is registered with, and when a
-register has nothing left that can move without a person.
+"""A plan in the register: registering its tasks, and knowing when a register has
+nothing left that can move without a person.
 
-Kept apart from the conductor because the queue mode and sub-leaders use
+Kept apart from the conductor because queue mode, sub-leaders and the console use
 both without conducting anything.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from tenure.protocol import Plan
+from tenure.protocol.errors import Conflict
+from tenure.protocol.taskspec import spec_for
+from tenure.roles.register.access import Register
+from tenure.roles.register.task import Task
 
-from tenure.protocol import Plan, PlanTask, to_dict
-from tenure.store import TaskRecord
-
-__all__ = ["OPEN_STATES", "plan_settled", "plan_spec"]
+__all__ = ["OPEN_STATES", "WAITING_STATES", "register_plan", "plan_settled"]
 
 OPEN_STATES = ("queued", "running", "review")
+WAITING_STATES = ("blocked", "failed")  # in the inbox: waiting for a person
 
 
-def plan_spec(plan: Plan, task: PlanTask) -> dict[str, Any]:
-    spec = to_dict(task)
-    spec["max_attempts"] = plan.attempts_for(task)
-    if plan.budget is not None:  # the team's limits and planning spend travel with each task
-        spec["team_budget"] = to_dict(plan.budget)
-    if plan.planning_spend is not None:
-        spec["planning_spend"] = to_dict(plan.planning_spend)
-    if plan.policies:  # the team's tie-break policies, for the tasks that disagree
-        spec["policies"] = plan.policies
-    return spec
+def register_plan(register: Register, plan: Plan, known: set[str]) -> list[Task]:
+    """Register the plan's tasks that are not ``known`` yet; returns those created."""
+    created = []
+    for task in plan.tasks:
+        if task.id in known:
+            continue
+        try:
+            created.append(register.create(task.id, spec_for(plan, task)))
+        except Conflict:
+            continue  # registered by a racing leader a moment ago
+    return created
 
 
-def plan_settled(tasks: list[TaskRecord]) -> bool:
+def plan_settled(tasks: list[Task]) -> bool:
     """True when each task is settled, or queued behind a dependency that is
     itself waiting for a person."""
     stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
@@ -37,8 +40,9 @@ def plan_settled(tasks: list[TaskRecord]) -> bool:
     while grew:
         grew = False
         for t in tasks:
-            deps = t.spec.get("depends_on", [])
-            if t.task_id not in stuck and t.state == "queued" and stuck.intersection(deps):
+            if t.task_id not in stuck and t.state == "queued" and stuck.intersection(
+                t.spec.depends_on
+            ):
                 stuck.add(t.task_id)
                 grew = True
     return all(t.state not in OPEN_STATES or t.task_id in stuck for t in tasks)

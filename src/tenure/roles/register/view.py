@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from tenure.protocol import TenureError
 from tenure.protocol.errors import NotFound
-from tenure.store import Store, TaskRecord
+from tenure.roles.register.task import Task, read_task
+from tenure.store import Store
 
 TASK_EVENTS = frozenset({"task.created", "task.transition"})
 PAGE = 1000
@@ -22,10 +23,10 @@ class RegisterView:
     def __init__(self, store: Store, team: str) -> None:
         self.store = store
         self.team = team
-        self._records: dict[str, TaskRecord] = {}
+        self._tasks: dict[str, Task] = {}
         self._after: int | None = None
 
-    def tasks(self) -> list[TaskRecord]:
+    def tasks(self) -> list[Task]:
         """Every task of the team, oldest first, as of now."""
         if self._after is None:
             return self._full_read()
@@ -34,15 +35,15 @@ class RegisterView:
             return self._full_read()
         for task_id in changed:
             try:
-                self._records[task_id] = self.store.get_task(self.team, task_id)
+                self._tasks[task_id] = read_task(self.store.get_task(self.team, task_id))
             except NotFound:
                 return self._full_read()  # the store forgot (e.g. a wiped Redis)
-        return list(self._records.values())
+        return list(self._tasks.values())
 
-    def _full_read(self) -> list[TaskRecord]:
+    def _full_read(self) -> list[Task]:
         after = self._last_seq()
-        tasks = self.store.tasks(self.team)
-        self._records = {t.task_id: t for t in tasks}
+        tasks = [read_task(r) for r in self.store.tasks(self.team)]
+        self._tasks = {t.task_id: t for t in tasks}
         self._after = after
         return tasks
 
@@ -59,7 +60,7 @@ class RegisterView:
                 task_id = event.data.get("task_id")
                 if event.kind in TASK_EVENTS and isinstance(task_id, str):
                     changed[task_id] = None
-                    if task_id not in self._records and event.kind != "task.created":
+                    if task_id not in self._tasks and event.kind != "task.created":
                         return None
             if len(events) < PAGE:
                 return list(changed)

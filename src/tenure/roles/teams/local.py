@@ -9,15 +9,17 @@ run`` or taken over by a ``tenure leader`` on the same store.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor
 from tenure.protocol import Plan
-from tenure.roles.leader.candidate import Leader, LeaderConfig, Outcome
-from tenure.roles.member.follower import Follower, FollowerConfig
+from tenure.roles.features import Splitter
+from tenure.roles.leader import LeaderConfig, LeaderHook, Outcome
+from tenure.roles.member import Follower, FollowerConfig
+from tenure.roles.teams.leader import Leader
 from tenure.store import Store
 from tenure.verify import Trust
 
@@ -32,8 +34,9 @@ class LocalTeam:
     state_dir: Path | None = None
     workdir: Path | None = None
     leader_id: str = "leader"
-    splitter: Any = None  # a roles.split.Splitter for the leader
+    splitter: Splitter | None = None  # splits a task out of attempts, once
     trust: Trust | None = None  # judge models for the leader's verification ladder
+    hooks: Sequence[LeaderHook] = ()  # the caller's own leader hooks
 
     def run(self, stop: threading.Event | None = None) -> Outcome:
         stop = stop or threading.Event()
@@ -74,10 +77,11 @@ class LocalTeam:
                 state_dir=self.state_dir,
                 workdir=self.workdir,
                 poll_interval=0.01,
-                splitter=self.splitter,
                 trust=self.trust,
             ),
             self.plan,
+            splitter=self.splitter,
+            hooks=self.hooks,
         )
         try:
             return leader.run(stop)

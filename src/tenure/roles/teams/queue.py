@@ -2,9 +2,11 @@
 
 Tasks sit in one shared queue. A worker takes one, and it stays invisible to
 others for the visibility timeout; if the worker dies, the task reappears.
-Each attempt runs at most once under its idempotency key, results are still
-verified by the ladder (in the worker process, apart from the executor), and
-failures are retried as new attempts with their history.
+Each attempt runs at most once under its idempotency key (the same attempt
+runner as a follower's), results are still verified by the ladder (in the
+worker process, apart from the executor), and failures are retried as new
+attempts with their history. A result recorded by a worker that died before
+reviewing it is reviewed by the next worker that takes the message.
 """
 
 from __future__ import annotations
@@ -14,13 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenure.executors import Executor, TaskContext, failed, resolve_executor, safe_result
-from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TenureError, parse_message, to_dict
-from tenure.protocol.errors import Conflict, EffectInProgress, StaleEpoch
-from tenure.roles.leader.review import Reviewer
-from tenure.roles.member.wire import WORK_QUEUE, Mailbox, envelope_for
-from tenure.roles.register.plan import plan_spec
-from tenure.store import Delivery, Store, TaskRecord
+from tenure.executors import Executor, TaskContext, UnknownExecutor, resolve_executor
+from tenure.protocol import (
+    Plan,
+    ProtocolError,
+    TaskEnvelope,
+    TaskResult,
+    TenureError,
+    parse_message,
+)
+from tenure.protocol.taskspec import AttemptData, spec_for
+from tenure.roles.features import BudgetHook
+from tenure.roles.leader import Hooks, Judging, Reviewer
+from tenure.roles.member import WORK_QUEUE, AttemptRunner, Mailbox, envelope_for
+from tenure.roles.register import Register, Task
+from tenure.store import Delivery, Member, Store
+from tenure.verify import Trust
 
 QUEUE_EPOCH = 1
 
@@ -34,35 +45,25 @@ def enqueue_plan(store: Store, plan: Plan, *, sender: str = "operator") -> int:
                 f"tasks[{index}].depends_on",
                 "no dependencies in queue mode; use team or local mode",
             )
+    register = Register(store, plan.team, lambda: QUEUE_EPOCH)
     mailbox = Mailbox(store, plan.team, sender)
     queued = 0
-    known = {t.task_id: t for t in store.tasks(plan.team)}
+    known = {t.task_id: t for t in register.tasks()}
     for task in plan.tasks:
         if task.id in known:
             if known[task.id].state == "queued":  # e.g. re-queued by `tenure answer`
-                _enqueue_attempt(store, mailbox, known[task.id])
+                enqueue_attempt(register, mailbox, known[task.id])
                 queued += 1
             continue
-        record = store.create_task(
-            plan.team, task.id, epoch=QUEUE_EPOCH, spec=plan_spec(plan, task)
-        )
-        _enqueue_attempt(store, mailbox, record)
+        enqueue_attempt(register, mailbox, register.create(task.id, spec_for(plan, task)))
         queued += 1
     return queued
 
 
-def _enqueue_attempt(store: Store, mailbox: Mailbox, record: TaskRecord) -> None:
-    record = store.transition(
-        record.team,
-        record.task_id,
-        epoch=QUEUE_EPOCH,
-        expect=["queued"],
-        to="queued",
-        version=record.version,
-        attempt=record.attempt + 1,
-        assignee=None,
-    )
-    mailbox.assign(envelope_for(record, epoch=QUEUE_EPOCH, assignee=WORK_QUEUE))
+def enqueue_attempt(register: Register, mailbox: Mailbox, task: Task) -> None:
+    """A new attempt of a queued task, into the shared queue."""
+    task = register.move(task, "queued", attempt=task.attempt + 1, assignee=None)
+    mailbox.assign(envelope_for(task, epoch=QUEUE_EPOCH, assignee=WORK_QUEUE))
 
 
 @dataclass
@@ -77,13 +78,16 @@ class QueueWorker:
     counts a delivery toward dead-lettering for nothing."""
     poll_interval: float = 0.02
     workdir: Path | None = None
+    trust: Trust | None = None
 
     def __post_init__(self) -> None:
         self.mailbox = Mailbox(self.store, self.team, self.member_id)
-        self.reviewer = Reviewer(
-            self.store, self.team, lambda: QUEUE_EPOCH, workdir=self.workdir, on_event=self._event
-        )
-        self.executed = 0
+        self.runner = AttemptRunner(self.store, self.team, self.member_id, take=True)
+        self.review = _QueueReview(self)
+
+    @property
+    def executed(self) -> int:
+        return self.runner.executed
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -109,64 +113,96 @@ class QueueWorker:
             if not self._work(message.body):
                 return  # another worker holds it: let it come back after the timeout
         except ProtocolError as exc:
-            self._event("queue.bad_message", {"id": delivery.message_id, "error": str(exc)})
+            self.event("queue.bad_message", {"id": delivery.message_id, "error": str(exc)})
         except TenureError as exc:
-            self._event("queue.error", {"id": delivery.message_id, "error": str(exc)})
+            self.event("queue.error", {"id": delivery.message_id, "error": str(exc)})
             return
         self.store.ack(self.team, WORK_QUEUE, delivery.message_id)
 
     def _work(self, env: TaskEnvelope) -> bool:
-        task = self.store.get_task(self.team, env.task_id)
-        if task.attempt != env.attempt or task.state not in ("queued", "running"):
-            self._event("queue.duplicate_absorbed", {"task_id": env.task_id, "state": task.state})
-            return True
-        try:
-            ticket = self.store.effect_begin(
-                self.team,
-                env.idempotency_key,
-                epoch=env.epoch,
-                holder=self.member_id,
-                claim_seconds=env.deadline_seconds,
-            )
-            if ticket.status == "done":
-                self._event("queue.duplicate_absorbed", {"task_id": env.task_id, "state": "done"})
-                return True
-            self.store.transition(
-                self.team,
-                env.task_id,
-                epoch=env.epoch,
-                expect=[task.state],
-                to="running",
-                version=task.version,
-                assignee=self.member_id,
-            )
-        except EffectInProgress:
-            return False
-        except (Conflict, StaleEpoch) as exc:
-            self._event("queue.fenced", {"task_id": env.task_id, "error": str(exc)})
-            return True
-        result = self._execute(env)
-        self.reviewer.on_result(result)
-        after = self.store.get_task(self.team, env.task_id)
-        if after.state == "queued":
-            _enqueue_attempt(self.store, self.mailbox, after)
-        return True
-
-    def _execute(self, env: TaskEnvelope) -> Any:
         ctx = TaskContext(
             worker_id=self.member_id, team=self.team, workdir=self.workdir, envelope=env
         )
         try:  # a task may name its own executor, as it may in team mode
             executor = resolve_executor(env.executor) if env.executor else self.executor
         except ProtocolError:
-            result = failed(env, f"unknown executor {env.executor!r}")
-        else:
-            result = safe_result(env, lambda: executor.execute(env, ctx))
-        self.executed += 1
-        self.store.effect_finish(
-            self.team, env.idempotency_key, holder=self.member_id, result=to_dict(result)
-        )
-        return result
+            executor = UnknownExecutor(env.executor or "")
+        ran = self.runner.run(env, executor, ctx)
+        if ran.kind == "in_progress":
+            return False
+        if ran.kind == "fenced":
+            self.event("queue.fenced", {"task_id": env.task_id, **ran.facts})
+        elif ran.kind == "outdated":
+            self.event("queue.duplicate_absorbed", {"task_id": env.task_id, **ran.facts})
+        if ran.result is None:
+            return True
+        self.review.take(TaskResult.model_validate(ran.result))
+        return True
 
-    def _event(self, kind: str, data: dict[str, Any]) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append_event(self.team, kind, {"member": self.member_id, **data})
+
+
+class _QueueReview(Judging):
+    """The ladder in the worker: the leader's judgement, with no leader. A retry is
+    a new attempt back in the shared queue."""
+
+    def __init__(self, worker: QueueWorker) -> None:
+        self.worker = worker
+        self._register = Register(worker.store, worker.team, lambda: QUEUE_EPOCH)
+        self._trust = worker.trust or Trust()
+        self.reviewer = Reviewer(self, Hooks([BudgetHook()]))
+
+    def take(self, result: TaskResult) -> None:
+        self.reviewer.on_result(result)
+        after = self._register.get(result.task_id)
+        if after.state == "queued" and not after.assignee:
+            enqueue_attempt(self._register, self.worker.mailbox, after)
+
+    # --- the LeaderContext the reviewer and its hooks see --------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self.worker.store
+
+    @property
+    def team(self) -> str:
+        return self.worker.team
+
+    @property
+    def me(self) -> str:
+        return self.worker.member_id
+
+    @property
+    def register(self) -> Register:
+        return self._register
+
+    @property
+    def trust(self) -> Trust:
+        return self._trust
+
+    @property
+    def workdir(self) -> Path | None:
+        return self.worker.workdir
+
+    def epoch(self) -> int:
+        return QUEUE_EPOCH
+
+    def now(self) -> float:
+        return self.worker.store.now()
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        self.worker.event(kind, data)
+
+    def tasks(self) -> list[Task]:
+        return self._register.tasks()
+
+    def workers(self) -> dict[str, Member]:
+        return {}  # nobody is dispatched to in queue mode
+
+    def dispatch(self, task: Task, worker: str, data: AttemptData | None = None) -> bool:
+        enqueue_attempt(self._register, self.worker.mailbox, task)
+        return True
+
+    def send(self, task: Task) -> None:
+        self.worker.mailbox.assign(envelope_for(task, epoch=QUEUE_EPOCH, assignee=WORK_QUEUE))

@@ -21,9 +21,11 @@ from tenure.models.meter import Meter
 from tenure.protocol import Plan, Spend, TenureError, to_dict
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.plan import SubTeam
+from tenure.protocol.taskspec import SpendEntry
 from tenure.roles.features.nested.rollup import nested_spend
-from tenure.roles.planning.planner import Planner, artifacts_from
-from tenure.store import Store, TaskRecord
+from tenure.roles.planning import Planner, artifacts_from
+from tenure.roles.register import Task
+from tenure.store import Store
 
 PLANNED = "subteam.planned"
 SPEND_KEYS = ("input_tokens", "output_tokens", "cost_usd", "calls")
@@ -69,7 +71,7 @@ def plan_once(
     member: str,
     planner: Planner | None,
     plan: Plan,
-    spec: dict[str, Any],
+    section: SubTeam,
     workdir: Path | None = None,
 ) -> Plan:
     """The goal-only child team's plan: adopted if planned before, else planned now.
@@ -87,7 +89,6 @@ def plan_once(
     def record(kind: str, data: dict[str, Any]) -> None:
         store.append_event(plan.team, kind, {"member": member, **data})
 
-    section = SubTeam.model_validate(spec["team"])
     fresh = replace(planner, on_event=record, meter=Meter())
     made = fresh.plan(
         plan.goal,
@@ -103,7 +104,7 @@ def plan_once(
 
 
 def unreported_spend(
-    store: Store, team: str, children: list[TaskRecord], reported: list[dict[str, Any]]
+    store: Store, team: str, children: list[Task], reported: list[SpendEntry]
 ) -> Spend | None:
     """The nested team's spend, its planning included, not yet reported upward."""
     try:

@@ -13,27 +13,30 @@ from typing import Any
 from tenure.executors import make_result
 from tenure.protocol import TaskEnvelope, TaskResult
 from tenure.protocol.envelope import Spend
-from tenure.store import TaskRecord
+from tenure.protocol.taskspec import SpendEntry
+from tenure.roles.register import Task
 
 INBOX_STATES = ("blocked", "failed")  # waiting for a person (`tenure inbox`)
 QUESTION_LIMIT = 300
 
 
 def nested_spend(
-    tasks: list[TaskRecord],
-    reported: list[dict[str, Any]],
+    tasks: list[Task],
+    reported: list[SpendEntry],
     planning: dict[str, float] | None = None,
 ) -> Spend | None:
     """The nested team's model spend (its tasks', plus ``planning``: what the
     sub-leader's planner spent) not yet reported upward by an earlier attempt."""
     keys = ("input_tokens", "output_tokens", "cost_usd", "calls", "unpriced")
     total = dict.fromkeys(keys, 0.0)
-    for entry in [*(e for task in tasks for e in task.data.get("spend_log", [])), planning or {}]:
+    for entry in (e for task in tasks for e in task.data.spend_log):
         for key in keys:
-            total[key] += float(entry.get(key, 0))
+            total[key] += float(getattr(entry, key))
+    for key in keys:
+        total[key] += float((planning or {}).get(key, 0))
     for entry in reported:
         for key in keys:
-            total[key] -= float(entry.get(key, 0))
+            total[key] -= float(getattr(entry, key))
     if not any(total[key] > 0 for key in keys):
         return None
     return Spend(
@@ -48,7 +51,7 @@ def nested_spend(
 def rollup(
     env: TaskEnvelope,
     team: str,
-    tasks: list[TaskRecord],
+    tasks: list[Task],
     usage: Spend | None = None,
     team_epoch: int = 0,
 ) -> TaskResult:
@@ -89,12 +92,12 @@ def rollup(
     return make_result(env, "completed", **fields)
 
 
-def waiting_question(team: str, waiting: list[TaskRecord]) -> str:
+def waiting_question(team: str, waiting: list[Task]) -> str:
     """The question that puts the composite task in the parent's inbox: which
     child tasks wait, why, and the exact command that answers each."""
     lines = [f"nested team {team} has {len(waiting)} task(s) waiting for you:"]
     for task in sorted(waiting, key=lambda t: t.task_id):
-        why = str(task.data.get("question") or task.reason or task.state)[:QUESTION_LIMIT]
+        why = str(task.data.question or task.reason or task.state)[:QUESTION_LIMIT]
         lines.append(f"- {task.task_id} ({task.state}): {why}")
         lines.append(f'  answer: tenure answer --team {team} {task.task_id} "..."')
     lines.append("this task is re-queued by itself once the last of them is answered")

@@ -18,124 +18,160 @@ the same outcome instead of asking a judge again. The count and the
 tie-break are ``decision`` events; voters that share a model, a provider or a
 worker are warned about in both.
 
-This module runs the rounds (``tick``), stores each outcome and reviews the task;
-the voters' registration and dispatch are in ``quorum_rounds``, the count and the
-tie-break in ``quorum_count``.
+``QuorumHook`` holds quorum tasks and voters back from the conductor's dispatch,
+runs the rounds each tick and gives the ladder's quorum rung its outcome; the
+voters' registration and dispatch are in ``rounds``, the count and the tie-break
+in ``count``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import ClassVar
 
-from tenure.protocol import TaskResult, TenureError, idempotency_key, to_dict
+from tenure.protocol import QuorumCheck, TaskResult, TenureError, idempotency_key, to_dict
 from tenure.protocol.errors import Conflict
-from tenure.roles.features import budget
-from tenure.roles.features.quorum.count import count_votes
+from tenure.protocol.taskspec import QuorumOutcome, QuorumState
+from tenure.roles.features.quorum.count import count_votes, quorum_check
 from tenure.roles.features.quorum.rounds import (
-    VOTER_CHECKS,
     cancel_open,
     dispatch_voters,
     ensure_voters,
-    replica_id,
     retire,
     start_round,
 )
-from tenure.roles.leader.ladder import QUORUM_DATA, REPLICA_OF, quorum_check
-from tenure.store import TaskRecord
+from tenure.roles.leader import GO, HOLD, Admission, LeaderContext, LeaderHook, Review
+from tenure.roles.register import Task
+from tenure.roles.register.spend import log_extra
+from tenure.verify import Verdict, verdict_event
+from tenure.verify.decisions import VERDICT_EVENT
 
-if TYPE_CHECKING:
-    from tenure.roles.leader.conductor import Conductor
-    from tenure.roles.leader.review import Reviewer
-
-__all__ = ["SETTLED", "VOTER_CHECKS", "held_back", "replica_id", "tick"]
+__all__ = ["SETTLED", "QuorumHook", "held_back"]
 
 SETTLED = ("done", "blocked", "failed", "cancelled")
 
 
-def held_back(task: TaskRecord) -> bool:
+def held_back(task: Task) -> bool:
     """True for tasks the conductor must not dispatch itself: quorum tasks and their voters."""
-    return bool(task.spec.get(REPLICA_OF)) or quorum_check(task.spec) is not None
+    return bool(task.spec.replica_of) or quorum_check(task) is not None
 
 
-def tick(conductor: Conductor) -> bool:
-    """Start, dispatch and settle quorum rounds; True if anything happened."""
-    store, team = conductor.store, conductor.team
-    tasks = store.tasks(team)
-    by_id = {t.task_id: t for t in tasks}
-    done = {t.task_id for t in tasks if t.state == "done"}
-    acted = False
-    for task in tasks:
-        check = quorum_check(task.spec)
-        if check is None or task.data.get("split_into"):
-            continue  # not a quorum task, or split into parts that run on their own
-        state = task.data.get(QUORUM_DATA) or {}
-        try:
-            if task.state == "queued" and not task.assignee:
-                if not set(task.spec.get("depends_on", [])) <= done:
-                    continue
-                if int(state.get("round", 0)) <= task.attempt:
-                    acted |= start_round(conductor, task, tasks, check.n)
-                else:
-                    acted |= ensure_voters(conductor, task, state, by_id)
-                    voters = [by_id.get(v) for v in state.get("replicas", [])]
-                    if voters and all(v is not None and v.state in SETTLED for v in voters):
-                        _settle(conductor, task, [v for v in voters if v is not None])
-                        acted = True
-            elif task.state == "running" and not task.assignee and state.get("outcome"):
-                _review(conductor, task)  # a leader stopped between settling and reviewing
-                acted = True
-            elif task.state in ("cancelled", "failed", "done"):
-                acted |= cancel_open(conductor, task, state, by_id)
-        except Conflict:
-            continue  # changed under us (a racing leader); the next round sees it
-    acted |= dispatch_voters(conductor)
-    return acted
+class QuorumHook(LeaderHook):
+    name: ClassVar[str] = "quorum"
+
+    def before_dispatch(self, ctx: LeaderContext, task: Task) -> Admission:
+        return HOLD if held_back(task) else GO
+
+    def on_tick(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+        """Start, dispatch and settle quorum rounds; True if anything happened."""
+        if not any(held_back(t) for t in tasks):
+            return False
+        by_id = {t.task_id: t for t in tasks}
+        done = {t.task_id for t in tasks if t.state == "done"}
+        acted = False
+        for task in tasks:
+            check = quorum_check(task)
+            if check is None or task.data.split_into:
+                continue  # not a quorum task, or split into parts that run on their own
+            try:
+                acted |= self._step(ctx, task, check, tasks, by_id, done)
+            except Conflict:
+                continue  # changed under us (a racing leader); the next round sees it
+        return dispatch_voters(ctx, ctx.tasks()) or acted
+
+    def _step(
+        self,
+        ctx: LeaderContext,
+        task: Task,
+        check: QuorumCheck,
+        tasks: list[Task],
+        by_id: dict[str, Task],
+        done: set[str],
+    ) -> bool:
+        state = task.data.quorum
+        if task.state == "queued" and not task.assignee:
+            if not set(task.spec.depends_on) <= done:
+                return False
+            if state is None or state.round <= task.attempt:
+                return start_round(ctx, task, tasks, check.n)
+            acted = ensure_voters(ctx, task, state, by_id)
+            voters = [by_id.get(v) for v in state.replicas]
+            if voters and all(v is not None and v.state in SETTLED for v in voters):
+                _settle(ctx, task, state, [v for v in voters if v is not None])
+                return True
+            return acted
+        if task.state == "running" and not task.assignee and state and state.outcome:
+            _review(ctx, task)  # a leader stopped between settling and reviewing
+            return True
+        if task.state in ("cancelled", "failed", "done") and state is not None:
+            return cancel_open(ctx, task, state, by_id)
+        return False
+
+    def before_review(self, ctx: LeaderContext, task: Task, result: TaskResult) -> Review | None:
+        """The quorum rung's verdict is the stored outcome; a person decides an escalation."""
+        state = task.data.quorum
+        if quorum_check(task) is None or state is None or state.outcome is None:
+            return None
+        outcome = state.outcome
+        if outcome.escalate:
+            verdict = Verdict("quorum", False, f"sent to a person: {outcome.reason}")
+            key = result.idempotency_key
+            ctx.event(
+                VERDICT_EVENT,
+                verdict_event(verdict, task_id=task.task_id, key=key, escalated=True),
+            )
+            ctx.block(
+                task, f"tie-break: {outcome.reason}", question=outcome.question or outcome.reason
+            )
+            return Review(decided=True)
+        seen = {
+            "voters": outcome.voters,
+            "winner": outcome.winner,
+            "policy": outcome.policy,
+            "warnings": outcome.warnings,
+        }
+
+        def rung(check: QuorumCheck) -> Verdict:
+            return Verdict("quorum", outcome.passed, outcome.reason, seen)
+
+        return Review(quorum=rung, from_rung="quorum")  # each voter passed the weaker rungs
 
 
 # --- settling: the outcome stored, then the task reviewed ---------------------------------
 
 
-def _settle(conductor: Conductor, task: TaskRecord, voters: list[TaskRecord]) -> None:
+def _settle(ctx: LeaderContext, task: Task, state: QuorumState, voters: list[Task]) -> None:
     """Count the round's accepted answers, break a tie by the plan's policy, review."""
-    meter = conductor.reviewer.trust.meter
+    meter = ctx.trust.meter
     mark = meter.mark()
-    outcome = count_votes(conductor, task, voters)
-    state = dict(task.data.get(QUORUM_DATA) or {})
-    state["outcome"] = outcome
-    data = {**task.data, QUORUM_DATA: state}
+    outcome = count_votes(ctx, task, voters)
+    data = task.data.with_(quorum=state.model_copy(update={"outcome": outcome}))
     judged = meter.since(mark)  # a tie-break judge's calls are this task's spend
     if judged is not None:
-        data = budget.log_extra(data, "judge", judged, int(state["round"]))
-    conductor.store.transition(
-        conductor.team,
-        task.task_id,
-        epoch=conductor.epoch(),
-        expect=["queued"],
-        to="running",
-        version=task.version,
-        attempt=int(state["round"]),
+        data = log_extra(data, "judge", judged, state.round)
+    ctx.register.move(
+        task,
+        "running",
+        attempt=state.round,
         data=data,
-        reason=f"quorum round {state['round']} counted",
+        reason=f"quorum round {state.round} counted",
     )
-    retire(conductor, voters)
-    _review(conductor, conductor.store.get_task(conductor.team, task.task_id))
+    retire(ctx, voters)
+    _review(ctx, ctx.register.get(task.task_id))
 
 
-def _review(conductor: Conductor, task: TaskRecord) -> None:
+def _review(ctx: LeaderContext, task: Task) -> None:
     """Give the task the winning voter's answer (if any) and put it through the ladder."""
-    reviewer: Reviewer = conductor.reviewer
-    state = task.data.get(QUORUM_DATA) or {}
-    outcome = state.get("outcome") or {}
-    winner = _winner_result(conductor, outcome.get("winner"))
-    epoch = conductor.epoch()
-    body: dict[str, Any] = {
+    state = task.data.quorum
+    outcome = state.outcome if state and state.outcome else QuorumOutcome()
+    winner = _winner_result(ctx, outcome.winner)
+    body: dict[str, object] = {
         "task_id": task.task_id,
         "idempotency_key": idempotency_key(task.task_id, max(task.attempt, 1)),
-        "epoch": epoch,
+        "epoch": ctx.epoch(),
         "status": "completed",
         "notes": {
-            "verified": [f"quorum: {outcome.get('reason', '')}"[:500]],
-            "uncertain": list(outcome.get("warnings", [])),
+            "verified": [f"quorum: {outcome.reason}"[:500]],
+            "uncertain": list(outcome.warnings),
         },
     }
     if winner is not None:
@@ -146,24 +182,15 @@ def _review(conductor: Conductor, task: TaskRecord) -> None:
             confidence=winner.confidence,
         )
     result = TaskResult.model_validate(body)
-    record = conductor.store.transition(
-        conductor.team,
-        task.task_id,
-        epoch=epoch,
-        expect=["running"],
-        to="review",
-        version=task.version,
-        result=to_dict(result),
-    )
-    reviewer.review(record)
+    ctx.review(ctx.register.move(task, "review", result=to_dict(result)))
 
 
-def _winner_result(conductor: Conductor, ref: str | None) -> TaskResult | None:
+def _winner_result(ctx: LeaderContext, ref: str | None) -> TaskResult | None:
     if not ref:
         return None
     voter_id = ref.split(":", 1)[0]
     try:
-        record = conductor.store.get_task(conductor.team, voter_id)
+        record = ctx.register.get(voter_id)
     except TenureError:
         return None
     return TaskResult.model_validate(record.result) if record.result else None

@@ -7,17 +7,14 @@ voters of one round on distinct workers while the team has enough.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from tenure.protocol.errors import Conflict
 from tenure.protocol.ids import MAX_ID_LENGTH
-from tenure.roles.features import budget
-from tenure.roles.leader.ladder import QUORUM_DATA, REPLICA_OF
-from tenure.roles.member.wire import WORK_CAPABILITY
-from tenure.store import TaskRecord
-
-if TYPE_CHECKING:
-    from tenure.roles.leader.conductor import Conductor
+from tenure.protocol.taskspec import QuorumState, VoterOf
+from tenure.roles.features.budget import stop_reason
+from tenure.roles.leader import LeaderContext
+from tenure.roles.member import WORK_CAPABILITY
+from tenure.roles.register import Task
+from tenure.store import Member
 
 VOTER_CHECKS = ("schema", "evidence", "judge")
 
@@ -26,119 +23,86 @@ def replica_id(task_id: str, round_: int, voter: int) -> str:
     return f"{task_id}.q{round_}.v{voter}"
 
 
-def start_round(conductor: Conductor, task: TaskRecord, tasks: list[TaskRecord], n: int) -> bool:
+def start_round(ctx: LeaderContext, task: Task, tasks: list[Task], n: int) -> bool:
     """Open the next round of ``n`` voters, unless the task's budget or id length forbids it."""
-    reviewer = conductor.reviewer
-    stop = budget.stop_reason(task, tasks, conductor.store.now())
+    stop = stop_reason(task, tasks, ctx.now())
     if stop:
-        reviewer.fail(task, stop)
+        ctx.fail(task, stop)
         return True
     round_ = task.attempt + 1
     ids = [replica_id(task.task_id, round_, i) for i in range(1, n + 1)]
     if len(ids[-1]) > MAX_ID_LENGTH:
-        reviewer.block(
+        ctx.block(
             task,
             f"quorum: the voter ids of {task.task_id!r} would exceed {MAX_ID_LENGTH} characters; "
             "shorten the task id",
         )
         return True
-    state = {"round": round_, "replicas": ids}
-    record = conductor.store.transition(
-        conductor.team,
-        task.task_id,
-        epoch=conductor.epoch(),
-        expect=["queued"],
-        to="queued",
-        version=task.version,
-        data={**task.data, QUORUM_DATA: state},
+    state = QuorumState(round=round_, replicas=ids)
+    record = ctx.register.move(
+        task,
+        "queued",
+        data=task.data.with_(quorum=state),
         reason=f"quorum round {round_}: {n} independent executions ({', '.join(ids)})",
     )
-    ensure_voters(conductor, record, state, {})
-    conductor.event(
-        "quorum.round",
-        {"task_id": task.task_id, "round": round_, "voters": ids},
-    )
+    ensure_voters(ctx, record, state, {})
+    ctx.event("quorum.round", {"task_id": task.task_id, "round": round_, "voters": ids})
     return True
 
 
 def ensure_voters(
-    conductor: Conductor,
-    task: TaskRecord,
-    state: dict[str, Any],
-    by_id: dict[str, TaskRecord],
+    ctx: LeaderContext, task: Task, state: QuorumState, by_id: dict[str, Task]
 ) -> bool:
     """Register the round's voters that the register does not hold yet."""
     created = False
-    checks = [c for c in task.spec.get("checks", []) if c.get("kind") in VOTER_CHECKS]
-    for index, voter_id in enumerate(state.get("replicas", []), 1):
+    checks = [c for c in task.spec.checks if c.kind in VOTER_CHECKS]
+    for index, voter_id in enumerate(state.replicas, 1):
         if voter_id in by_id:
             continue
-        spec = {
-            **task.spec,
-            "checks": checks,
-            REPLICA_OF: task.task_id,
-            "round": state["round"],
-            "voter": index,
-        }
-        spec.pop("policies", None)
+        spec = task.spec.model_copy(
+            update={
+                "id": voter_id,
+                "checks": checks,
+                "replica_of": task.task_id,
+                "round": state.round,
+                "voter": index,
+                "policies": {},
+            }
+        )
         try:
-            record = conductor.store.create_task(
-                conductor.team, voter_id, epoch=conductor.epoch(), spec=spec
-            )
+            record = ctx.register.create(voter_id, spec)
         except Conflict:
             continue
-        data = {k: task.data[k] for k in ("history", "qa") if task.data.get(k)}
-        if data:
-            conductor.store.transition(
-                conductor.team,
-                voter_id,
-                epoch=conductor.epoch(),
-                expect=["queued"],
-                to="queued",
-                version=record.version,
-                data=data,
-            )
+        if task.data.history or task.data.qa:
+            data = record.data.with_(history=task.data.history, qa=task.data.qa)
+            ctx.register.move(record, "queued", data=data)
         created = True
     return created
 
 
-def retire(conductor: Conductor, voters: list[TaskRecord]) -> None:
+def retire(ctx: LeaderContext, voters: list[Task]) -> None:
     """Voters that did not make it (blocked, failed) leave the inbox: the round is over."""
     for voter in voters:
         if voter.state in ("blocked", "failed"):
             try:
-                conductor.store.transition(
-                    conductor.team,
-                    voter.task_id,
-                    epoch=conductor.epoch(),
-                    expect=[voter.state],
-                    to="cancelled",
-                    version=voter.version,
+                ctx.register.move(
+                    voter,
+                    "cancelled",
                     reason=f"its quorum round was counted without it ({voter.state})",
                 )
             except Conflict:
                 continue
 
 
-def cancel_open(
-    conductor: Conductor, task: TaskRecord, state: dict[str, Any], by_id: dict[str, TaskRecord]
-) -> bool:
+def cancel_open(ctx: LeaderContext, task: Task, state: QuorumState, by_id: dict[str, Task]) -> bool:
     """Cancel the voters still open once their task is over (cancelled, failed or done)."""
     acted = False
-    for voter_id in state.get("replicas", []):
+    for voter_id in state.replicas:
         voter = by_id.get(voter_id)
         if voter is None or voter.state in ("done", "cancelled"):
             continue
         try:
-            conductor.store.transition(
-                conductor.team,
-                voter_id,
-                epoch=conductor.epoch(),
-                expect=[voter.state],
-                to="cancelled",
-                version=voter.version,
-                reason=f"{task.task_id} is {task.state}",
-            )
+            ctx.register.move(voter, "cancelled", reason=f"{task.task_id} is {task.state}")
             acted = True
         except Conflict:
             continue
@@ -148,68 +112,54 @@ def cancel_open(
 # --- dispatch: one voter per worker ----------------------------------------------------
 
 
-def dispatch_voters(conductor: Conductor) -> bool:
+def dispatch_voters(ctx: LeaderContext, tasks: list[Task]) -> bool:
     """Send queued voters to idle workers, never two voters of a round to one worker
     while the team has enough workers to keep them apart."""
-    store = conductor.store
-    tasks = store.tasks(conductor.team)
-    workers = conductor._workers()
+    workers = ctx.workers()
     load = dict.fromkeys(workers, 0)
     for t in tasks:
         if t.state in ("queued", "running") and t.assignee in load:
             load[t.assignee] += 1
     sent = False
     for voter in tasks:
-        parent = voter.spec.get(REPLICA_OF)
-        if not parent or voter.state != "queued" or voter.assignee or voter.data.get("split_into"):
+        parent = voter.spec.replica_of
+        if not parent or voter.state != "queued" or voter.assignee or voter.data.split_into:
             continue
-        need = voter.spec.get("capability")
-        able = [m for m in workers.values() if need is None or need in m.capabilities]
-        siblings = {
-            (t.data.get("voter") or {}).get("member") or t.assignee
-            for t in tasks
-            if t.spec.get(REPLICA_OF) == parent
-            and t.spec.get("round") == voter.spec.get("round")
-            and t.task_id != voter.task_id
-        }
-        idle = [m for m in able if load[m.member_id] == 0]
-        fresh = [m for m in idle if m.member_id not in siblings]
-        rounds = sum(
-            1
-            for t in tasks
-            if t.spec.get(REPLICA_OF) == parent and t.spec.get("round") == voter.spec.get("round")
-        )
-        if not fresh and len(able) >= rounds:
-            continue  # enough workers to keep the voters apart: wait for one
-        pick = fresh or idle
-        if not pick:
+        member = _voter_member(voter, tasks, workers, load)
+        if member is None:
             continue
-        stop = budget.stop_reason(voter, tasks, store.now())
+        stop = stop_reason(voter, tasks, ctx.now())
         if stop:
-            conductor.reviewer.fail(voter, stop)
+            ctx.fail(voter, stop)
             continue
-        member = min(pick, key=lambda m: (-m.priority, m.member_id))
         roles = [c for c in member.capabilities if c != WORK_CAPABILITY]
-        data = {
-            **voter.data,
-            "dispatched_at": store.now(),
-            "voter": {"member": member.member_id, "roles": roles},
-        }
-        try:
-            record = store.transition(
-                conductor.team,
-                voter.task_id,
-                epoch=conductor.epoch(),
-                expect=["queued"],
-                to="queued",
-                version=voter.version,
-                assignee=member.member_id,
-                attempt=voter.attempt + 1,
-                data=data,
-            )
-        except Conflict:
-            continue
-        conductor._send(record, member.member_id)
-        load[member.member_id] += 1
-        sent = True
+        data = voter.data.with_(voter=VoterOf(member=member.member_id, roles=roles))
+        if ctx.dispatch(voter, member.member_id, data):
+            load[member.member_id] += 1
+            sent = True
     return sent
+
+
+def _voter_member(
+    voter: Task, tasks: list[Task], workers: dict[str, Member], load: dict[str, int]
+) -> Member | None:
+    """The idle worker for ``voter``: one no other voter of its round went to, while
+    the team has enough workers to keep them apart."""
+    need = voter.spec.capability
+    able = [m for m in workers.values() if need is None or need in m.capabilities]
+    round_ = [
+        t
+        for t in tasks
+        if t.spec.replica_of == voter.spec.replica_of and t.spec.round == voter.spec.round
+    ]
+    siblings = {
+        (t.data.voter.member if t.data.voter else None) or t.assignee
+        for t in round_
+        if t.task_id != voter.task_id
+    }
+    idle = [m for m in able if load[m.member_id] == 0]
+    fresh = [m for m in idle if m.member_id not in siblings]
+    if not fresh and len(able) >= len(round_):
+        return None  # enough workers to keep the voters apart: wait for one
+    pick = fresh or idle
+    return min(pick, key=lambda m: (-m.priority, m.member_id)) if pick else None

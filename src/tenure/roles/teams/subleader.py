@@ -6,18 +6,18 @@ That member's executor, ``TeamExecutor``, runs a ``Leader`` for the nested
 team: it claims the *child* lease (the child's own epoch space), loads the
 nested plan from the parent's register, conducts it, and when the child plan
 is finished returns one result upward whose artifact and evidence roll up the
-children's (``roles.subteam_rollup``).
+children's (``roles.features.nested.rollup``).
 
 A sub-leader that dies is replaced inside its own team, for the same parent
 attempt: idle candidates of the parent stand in the child team's election
-(``roles.subteam_standby``) and the parent moves the attempt to the winner
-(``roles.subteam_parent``). Whoever leads the child team for an attempt stops
+(``roles.teams.standby``) and the parent moves the attempt to the winner
+(``roles.features.nested.parent``). Whoever leads the child team for an attempt stops
 at once when the parent attempt is no longer one it may hold, and its report
 names the child epoch it was made under, so a superseded sub-leader's report
 is refused.
 
 A ``team:`` section with a goal and no tasks is planned once by the sub-leader's
-planner (``roles.subteam_plan``); later leaders of the child team adopt that plan.
+planner (``roles.features.nested.planning``); later leaders of the child team adopt that plan.
 """
 
 from __future__ import annotations
@@ -25,52 +25,32 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor, TaskContext, failed
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
-from tenure.protocol.plan import SUBTEAM_CAPABILITY, SubTeam
-from tenure.roles.features.nested.planning import plan_once, unreported_spend
-from tenure.roles.features.nested.rollup import nested_spend, rollup
-from tenure.roles.features.nested.standby import Standby
-from tenure.roles.leader.candidate import Leader, LeaderConfig, Outcome
-from tenure.roles.member.follower import Follower, FollowerConfig
-from tenure.roles.planning.planner import Planner
-from tenure.roles.register.plan import plan_settled
-from tenure.store import Store, TaskRecord
+from tenure.protocol.plan import SUBTEAM_CAPABILITY
+from tenure.protocol.taskspec import TaskSpec
+from tenure.roles.features.nested import plan_once, rollup, unreported_spend
+from tenure.roles.leader import LeaderConfig, Outcome
+from tenure.roles.member import Follower, FollowerConfig
+from tenure.roles.planning import Planner
+from tenure.roles.register import Task, plan_settled, read_task
+from tenure.roles.teams.leader import Leader
+from tenure.roles.teams.standby import Attempt, Standby
+from tenure.store import Store
 from tenure.verify import Trust
 
-__all__ = [
-    "SUBTEAM_CAPABILITY",
-    "Attempt",
-    "SubLeader",
-    "TeamExecutor",
-    "child_plan",
-    "nested_spend",
-    "rollup",
-    "sub_leader",
-]
+__all__ = ["SUBTEAM_CAPABILITY", "SubLeader", "TeamExecutor", "child_plan", "sub_leader"]
 
 
-def child_plan(parent_team: str, task_id: str, spec: dict[str, Any]) -> Plan | None:
-    """The nested team's plan for a composite task's register spec, or None."""
-    section = spec.get("team")
-    if not section:
+def child_plan(parent_team: str, spec: TaskSpec) -> Plan | None:
+    """The nested team's plan for a composite task's spec, or None."""
+    if spec.team is None:
         return None
-    sub = SubTeam.model_validate(section)
-    return sub.plan_for(sub.name or f"{parent_team}/{task_id}", str(spec.get("goal", "")))
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """The parent attempt a child leader works for, and the assignees under which
-    it may go on (itself; for a stand-in also the silent sub-leader it replaces)."""
-
-    team: str
-    task_id: str
-    attempt: int
-    holders: frozenset[str]
+    name = spec.child_team(parent_team)
+    assert name is not None
+    return spec.team.plan_for(name, spec.goal)
 
 
 @dataclass
@@ -90,13 +70,15 @@ class TeamExecutor:
     planner: Planner | None = None  # plans a goal-only nested team, once
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
-        spec = self.store.get_task(ctx.team, envelope.task_id).spec
-        plan = child_plan(ctx.team, envelope.task_id, spec)
-        if plan is None:
+        spec = read_task(self.store.get_task(ctx.team, envelope.task_id)).spec
+        plan = child_plan(ctx.team, spec)
+        if plan is None or spec.team is None:
             return self.inner.execute(envelope, ctx)
         if not plan.tasks:
             try:
-                plan = plan_once(self.store, self.member_id, self.planner, plan, spec, self.workdir)
+                plan = plan_once(
+                    self.store, self.member_id, self.planner, plan, spec.team, self.workdir
+                )
             except TenureError as exc:
                 ctx.record("subteam.planning_failed", {"team": plan.team, "reason": str(exc)})
                 return self.unplanned(envelope, ctx.team, plan.team, str(exc))
@@ -148,14 +130,14 @@ class TeamExecutor:
 
     def report(self, env: TaskEnvelope, parent: str, team: str, epoch: int) -> TaskResult:
         """The roll-up; the parent's budgets count the nested spend once across attempts."""
-        children = self.store.tasks(team)
-        reported = self.store.get_task(parent, env.task_id).data.get("spend_log", [])
+        children = [read_task(r) for r in self.store.tasks(team)]
+        reported = read_task(self.store.get_task(parent, env.task_id)).data.spend_log
         spent = unreported_spend(self.store, team, children, reported)
         return rollup(env, team, children, spent, team_epoch=epoch)
 
     def unplanned(self, env: TaskEnvelope, parent: str, team: str, reason: str) -> TaskResult:
         """A failed attempt with the planner's reason, carrying what planning spent."""
-        reported = self.store.get_task(parent, env.task_id).data.get("spend_log", [])
+        reported = read_task(self.store.get_task(parent, env.task_id)).data.spend_log
         spent = unreported_spend(self.store, team, [], reported)
         return failed(env, reason).model_copy(update={"usage": spent})
 
@@ -177,7 +159,7 @@ class TeamExecutor:
                 break
         stop.set()
 
-    def handed_over(self, bound: Attempt, plan: Plan) -> TaskRecord | None:
+    def handed_over(self, bound: Attempt, plan: Plan) -> Task | None:
         """The parent task, once it is this member's and the child plan is settled:
         until then a stand-in keeps the child lease, so the parent sees who leads."""
         try:
@@ -188,12 +170,12 @@ class TeamExecutor:
                 self.member_id,
             ):
                 return None
-            children = self.store.tasks(plan.team)
+            children = [read_task(r) for r in self.store.tasks(plan.team)]
         except TenureError:
             return None
         if len(children) < len(plan.tasks) or not plan_settled(children):
             return None
-        return task
+        return read_task(task)
 
     def superseded(self, bound: Attempt) -> bool:
         try:
@@ -219,7 +201,7 @@ class SubLeader(Follower):
 
     def __init__(self, store: Store, config: FollowerConfig, executor: TeamExecutor) -> None:
         super().__init__(store, config, executor)
-        self.standby = Standby(self, executor)
+        self.standby = Standby(self, executor, child_plan)
 
     def run(self, stop: threading.Event) -> None:
         thread = threading.Thread(

@@ -24,28 +24,53 @@ retries after its grace) when there is none yet.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from tenure.protocol import TenureError, to_dict
+from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError, to_dict
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
-from tenure.roles.features.nested.planning import adopted
-from tenure.roles.member.wire import envelope_for
-from tenure.roles.register.view import RegisterView
-from tenure.store import Member, TaskRecord
+from tenure.protocol.taskspec import TaskSpec
+from tenure.roles.features.nested import adopted
+from tenure.roles.leader import Outcome
+from tenure.roles.member import Follower, envelope_for
+from tenure.roles.register import OPEN_STATES, RegisterView, Task
+from tenure.store import Member
 
-if TYPE_CHECKING:
-    from tenure.protocol import Plan
-    from tenure.roles.features.nested.executor import TeamExecutor
-    from tenure.roles.member.follower import Follower
+
+@dataclass(frozen=True)
+class Attempt:
+    """The parent attempt a child leader works for, and the assignees under which
+    it may go on (itself; for a stand-in also the silent sub-leader it replaces)."""
+
+    team: str
+    task_id: str
+    attempt: int
+    holders: frozenset[str]
+
+
+class ChildLeader(Protocol):
+    """What a stand-in needs of the sub-leader's executor (``subleader.TeamExecutor``)."""
+
+    def lead(
+        self, plan: Plan, bound: Attempt, cancelled: threading.Event, *, stand_in: bool = False
+    ) -> tuple[Outcome, int]: ...
+
+    def handed_over(self, bound: Attempt, plan: Plan) -> Task | None: ...
+
+    def report(self, env: TaskEnvelope, parent: str, team: str, epoch: int) -> TaskResult: ...
+
+
+ChildPlan = Callable[[str, TaskSpec], Plan | None]
 
 ELECTION_BACKOFF = 0.5  # rank x this before a claim, as for flat leader candidates
-OPEN_STATES = ("queued", "running", "review")
 
 
 class Standby:
-    def __init__(self, follower: Follower, executor: TeamExecutor) -> None:
+    def __init__(self, follower: Follower, executor: ChildLeader, child_plan: ChildPlan) -> None:
         self.follower = follower
         self.executor = executor
+        self.child_plan = child_plan
         self.store = follower.store
         self.team = follower.team
         self.me = follower.me
@@ -85,12 +110,8 @@ class Standby:
                 return True
         return False
 
-    def stand_in(self, task: TaskRecord, plan: Plan, stop: threading.Event) -> None:
+    def stand_in(self, task: Task, plan: Plan, stop: threading.Event) -> None:
         """Lead the child team for this attempt, then report once it is ours."""
-        from tenure.roles.features.nested.executor import (
-            Attempt,  # the executor's module imports this one
-        )
-
         info = {"task_id": task.task_id, "attempt": task.attempt, "team": plan.team}
         if not plan.tasks:  # goal-only: adopt its plan, never plan it
             found = adopted(self.store, plan)
@@ -115,24 +136,22 @@ class Standby:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _maybe_orphan(self, task: TaskRecord) -> bool:
+    def _maybe_orphan(self, task: Task) -> bool:
         return (
             task.state == "running"
             and bool(task.assignee)
             and task.assignee != self.me
-            and bool(task.spec.get("team"))
+            and task.spec.team is not None
             and (task.task_id, task.attempt) not in self.reported
         )
 
-    def _plan(self, task: TaskRecord) -> Plan:
-        from tenure.roles.features.nested.executor import child_plan
-
-        plan = child_plan(self.team, task.task_id, task.spec)
+    def _plan(self, task: Task) -> Plan:
+        plan = self.child_plan(self.team, task.spec)
         assert plan is not None  # _maybe_orphan saw its team section
         return plan
 
     def _rank(
-        self, task: TaskRecord, tasks: list[TaskRecord], live: dict[str, Member]
+        self, task: Task, tasks: list[Task], live: dict[str, Member]
     ) -> int | None:
         """This member's place among the idle candidates (None: not one of them)."""
         busy = {t.assignee for t in tasks if t.state in OPEN_STATES and t.assignee}
@@ -149,9 +168,9 @@ class Standby:
         ids = [m.member_id for m in candidates]
         return ids.index(self.me) if self.me in ids else None
 
-    def _still_orphaned(self, seen: TaskRecord, child: str) -> bool:
+    def _still_orphaned(self, seen: Task, child: str) -> bool:
         """After the backoff: the same attempt, its assignee still silent, the lease vacant."""
-        task = self.store.get_task(self.team, seen.task_id)
+        task = self.store.get_task(self.team, seen.task_id)  # the record: state fields only
         if (task.state, task.attempt, task.assignee) != ("running", seen.attempt, seen.assignee):
             return False
         live = {m.member_id for m in self.store.members(self.team)}

@@ -1,0 +1,194 @@
+"""What the register holds for a task, typed: its spec and its attempt data.
+
+The store keeps both as JSON (``TaskRecord.spec`` and ``TaskRecord.data``); the
+runtime reads them through these models, parsed once where the register is
+read. Every default lives here, once. A key no model declares is refused and
+named (a typo, or a record written by something that is not Tenure), never
+carried along silently.
+
+- ``TaskSpec``: the options a task was registered with — its plan entry
+  (``PlanTask``) plus what its plan adds (the attempt limit resolved, the
+  team's budget and tie-break policies) and what the runtime sets on tasks it
+  registers itself (quorum voters, split parts).
+- ``AttemptData``: what the runtime recorded about the task's attempts —
+  failures carried into the next envelope, the operator's answers, spend,
+  quorum rounds, nested-team hand-overs. Hooks keep their own state under
+  ``hooks``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from tenure.protocol.codec import translate
+from tenure.protocol.envelope import Budget, JsonObject, PriorAttempt, Spend, Strict
+from tenure.protocol.errors import ProtocolError
+from tenure.protocol.plan import DEFAULT_MAX_ATTEMPTS, Plan, PlanTask
+from tenure.protocol.policy import check_policies
+
+__all__ = [
+    "Answer",
+    "AttemptData",
+    "QuorumOutcome",
+    "QuorumState",
+    "SpendEntry",
+    "TaskSpec",
+    "VoterOf",
+    "parse_data",
+    "parse_spec",
+    "spec_for",
+]
+
+
+class TaskSpec(PlanTask):
+    """A task as registered: immutable while it runs (a replan may replace it)."""
+
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=20)
+    team_budget: Budget | None = None  # the whole team's limits, on every task
+    planning_spend: Spend | None = None  # what planning the plan cost
+    policies: dict[str, Any] = Field(default_factory=dict)  # the team's tie-break policies
+    replica_of: str | None = None  # a quorum voter: the task it votes for
+    round: int | None = Field(default=None, ge=1)  # ... in this round
+    voter: int | None = Field(default=None, ge=1)  # ... as voter number
+    split_of: str | None = None  # a part of a task that was split
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_policies(value)
+
+    @field_validator("max_attempts", mode="before")
+    @classmethod
+    def _default_attempts(cls, value: Any) -> Any:
+        """A plan entry's ``null`` (the plan's default) is the default here too."""
+        return DEFAULT_MAX_ATTEMPTS if value is None else value
+
+    def plan_task(self) -> PlanTask:
+        """The plan entry this spec was made from (what a planner splits)."""
+        fields = {name: getattr(self, name) for name in PlanTask.model_fields}
+        return PlanTask.model_validate(fields)
+
+    def child_team(self, parent: str) -> str | None:
+        """The nested team that runs this (composite) task, or None."""
+        if self.team is None:
+            return None
+        return self.team.name or f"{parent}/{self.id}"
+
+
+class Answer(Strict):
+    """An operator's answer to a task that waited for one."""
+
+    question: str = ""
+    answer: str
+
+
+class SpendEntry(Strict):
+    """Spend of one attempt, or of work done for the task outside one (``kind``)."""
+
+    attempt: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+    calls: int = Field(default=0, ge=0)
+    unpriced: int = Field(default=0, ge=0)
+    seconds: float = Field(default=0.0, ge=0)
+    model: str | None = None
+    kind: str | None = None  # "split", "judge", ...; None: the attempt itself
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class QuorumOutcome(Strict):
+    """How a quorum round was counted (and, without ``k`` agreeing, tie-broken)."""
+
+    voters: list[str] = Field(default_factory=list)
+    decision: str | None = None
+    passed: bool = False
+    reason: str = ""
+    winner: str | None = None
+    policy: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    escalate: bool = False
+    question: str | None = None
+
+
+class QuorumState(Strict):
+    """A quorum task's current round: its voters, and once counted, the outcome."""
+
+    round: int = Field(ge=1)
+    replicas: list[str] = Field(default_factory=list)
+    outcome: QuorumOutcome | None = None
+
+
+class VoterOf(Strict):
+    """Who a quorum voter was dispatched to, and the roles it declared."""
+
+    member: str
+    roles: list[str] = Field(default_factory=list)
+
+
+class AttemptData(Strict):
+    """What the runtime knows about a task's attempts; empty for a new task."""
+
+    dispatched_at: float | None = None  # store clock, when the current attempt went out
+    history: list[PriorAttempt] = Field(default_factory=list)  # failures, oldest first
+    qa: list[Answer] = Field(default_factory=list)  # the operator's answers
+    attempt_base: int = Field(default=0, ge=0)  # attempts before the last answer
+    question: str | None = None  # what the task asks while it waits for a person
+    spend_log: list[SpendEntry] = Field(default_factory=list)
+    split_into: list[str] = Field(default_factory=list)  # parts that do it instead
+    quorum: QuorumState | None = None
+    voter: VoterOf | None = None
+    stand_in: str | None = None  # a nested team's stand-in sub-leader holds the attempt
+    child_epoch: int | None = Field(default=None, ge=0)  # nested team's epoch at dispatch
+    hooks: dict[str, JsonObject] = Field(default_factory=dict)  # a hook's own state, by name
+
+    def with_(self, **changes: Any) -> AttemptData:
+        """A copy with ``changes`` applied, validated like any data read from the register."""
+        return AttemptData.model_validate({**self.model_dump(), **changes})
+
+    def dump(self) -> JsonObject:
+        """The JSON the register stores (defaults left out, so a new task's is ``{}``)."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_for(plan: Plan, task: PlanTask) -> TaskSpec:
+    """The spec a plan's task is registered with: the team's limits travel with it."""
+    fields = task.model_dump(by_alias=True)
+    fields["max_attempts"] = plan.attempts_for(task)
+    if plan.budget is not None:
+        fields["team_budget"] = plan.budget
+    if plan.planning_spend is not None:
+        fields["planning_spend"] = plan.planning_spend
+    if plan.policies:
+        fields["policies"] = plan.policies
+    return TaskSpec.model_validate(fields)
+
+
+def parse_spec(raw: Any, *, source: str) -> TaskSpec:
+    """A register spec as a ``TaskSpec``; ``ProtocolError`` naming the key otherwise."""
+    if not isinstance(raw, dict):
+        raise ProtocolError("spec", "a JSON object", source=source)
+    try:
+        return TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise _translated(exc, "spec", source) from None
+
+
+def parse_data(raw: Any, *, source: str) -> AttemptData:
+    """Register data as ``AttemptData``; ``ProtocolError`` naming the key otherwise."""
+    if not isinstance(raw, dict):
+        raise ProtocolError("data", "a JSON object", source=source)
+    try:
+        return AttemptData.model_validate(raw)
+    except ValidationError as exc:
+        raise _translated(exc, "data", source) from None
+
+
+def _translated(exc: ValidationError, where: str, source: str) -> ProtocolError:
+    error = translate(exc)
+    return ProtocolError(f"{where}.{error.field}", error.expected, source=source)

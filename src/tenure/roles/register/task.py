@@ -1,0 +1,114 @@
+"""A register record with its spec and attempt data parsed: what every role reads.
+
+The store returns ``TaskRecord`` with ``spec`` and ``data`` as JSON; ``read_task``
+parses them once (a spec that has not changed since the last read is not parsed
+again). A record that does not parse — a typo, or something that is not Tenure
+writing to the store — still comes back, with ``problem`` saying what is wrong
+and an empty spec, so the leader can set it aside with the reason instead of
+acting on a guess or stalling on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.protocol import ProtocolError
+from tenure.protocol.taskspec import AttemptData, TaskSpec, parse_data, parse_spec
+from tenure.store import TaskRecord, TaskState
+
+__all__ = ["Task", "read_task"]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task of the register, typed. ``record`` is what the store holds."""
+
+    record: TaskRecord
+    spec: TaskSpec
+    data: AttemptData
+    problem: str | None = None  # why the record could not be read, if it could not
+
+    @property
+    def task_id(self) -> str:
+        return self.record.task_id
+
+    @property
+    def team(self) -> str:
+        return self.record.team
+
+    @property
+    def state(self) -> TaskState:
+        return self.record.state
+
+    @property
+    def version(self) -> int:
+        return self.record.version
+
+    @property
+    def epoch(self) -> int:
+        return self.record.epoch
+
+    @property
+    def attempt(self) -> int:
+        return self.record.attempt
+
+    @property
+    def assignee(self) -> str | None:
+        return self.record.assignee
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.record.result
+
+    @property
+    def reason(self) -> str:
+        return self.record.reason
+
+    @property
+    def created_at(self) -> float:
+        return self.record.created_at
+
+    @property
+    def updated_at(self) -> float:
+        return self.record.updated_at
+
+    @property
+    def used_attempts(self) -> int:
+        """Attempts since the operator last answered it (an answer gives fresh ones)."""
+        return self.attempt - self.data.attempt_base
+
+
+_SPECS: dict[tuple[str, str], tuple[dict[str, Any], TaskSpec]] = {}
+_CACHE_LIMIT = 100_000
+
+
+def read_task(record: TaskRecord) -> Task:
+    """``record`` with its spec and data parsed (never raises: see ``Task.problem``)."""
+    source = f"task {record.task_id!r} of team {record.team!r} in the register"
+    try:
+        spec = _spec(record, source)
+        data = parse_data(record.data, source=source)
+    except ProtocolError as exc:
+        return Task(record, _placeholder(record), AttemptData(), str(exc))
+    return Task(record, spec, data)
+
+
+def _spec(record: TaskRecord, source: str) -> TaskSpec:
+    key = (record.team, record.task_id)
+    cached = _SPECS.get(key)
+    if cached is not None and cached[0] == record.spec:
+        return cached[1]
+    raw = {"id": record.task_id, **record.spec} if isinstance(record.spec, dict) else record.spec
+    spec = parse_spec(raw, source=source)
+    if spec.id != record.task_id:
+        raise ProtocolError("spec.id", f"{record.task_id!r}, the task's own id", source=source)
+    if len(_SPECS) >= _CACHE_LIMIT:
+        _SPECS.clear()
+    _SPECS[key] = (record.spec, spec)
+    return spec
+
+
+def _placeholder(record: TaskRecord) -> TaskSpec:
+    """The spec of a record that could not be read: never dispatched, only set aside."""
+    return TaskSpec.model_construct(id=record.task_id, goal="(unreadable register entry)")
