@@ -67,6 +67,8 @@ class Store(ABC):
     url: str
     distributed: ClassVar[bool] = False
     """True when members on different hosts can share this store."""
+    shared_across_processes: ClassVar[bool] = False
+    """True when several processes that open this store's URL share its state."""
 
     # --- clock ---------------------------------------------------------------------
 
