@@ -18,8 +18,8 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
 
     ``MemoryStore(clock=ManualClock())`` lets a test move time by hand.
     ``MemoryStore(name="x")`` (or ``open_store("memory://x")``) is the same store
-    every time in this process; ``forget("x")`` drops it. Other processes can
-    never see it: ``shared_across_processes`` is False.
+    every time in this process, until ``tenure.store.memory.forget("x")``. Other
+    processes never see it: ``shared_across_processes`` is False.
     """
 
     # --- lease ------------------------------------------------------------------------
