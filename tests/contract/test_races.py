@@ -26,6 +26,16 @@ TEAM = "race"
 JOIN_TIMEOUT = 90.0
 
 
+@pytest.fixture(autouse=True)
+def _processes_share_the_store(store: Store) -> None:
+    """A race needs one store that several OS processes open by its URL."""
+    if not store.shared_across_processes:
+        pytest.skip(
+            f"{type(store).__name__} cannot be shared between processes:"
+            " each racer would open a store of its own"
+        )
+
+
 def race(url: str, body: Callable[..., Any], processes: int, *args: Any) -> dict[str, Any]:
     """Run ``body(store, name, *args)`` in ``processes`` spawned processes; name -> result."""
     ctx = multiprocessing.get_context("spawn")

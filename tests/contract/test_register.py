@@ -323,3 +323,82 @@ def test_transition_of_unknown_task_raises_not_found(store: Store) -> None:
     epoch = lead(store)
     with pytest.raises(NotFound):
         store.transition(TEAM, "missing", epoch=epoch, expect=["queued"], to="running")
+
+
+# --- spec ------------------------------------------------------------------------------
+
+NEW_SPEC = {"goal": "write the parser again", "checks": [], "n": 2}
+
+
+def test_transition_with_spec_replaces_it_and_bumps_the_version(store: Store) -> None:
+    epoch = lead(store)
+    created = store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)
+    seq = last_seq(store)
+    moved = store.transition(TEAM, "t1", epoch=epoch, expect=["queued"], to="queued", spec=NEW_SPEC)
+    assert moved.spec == NEW_SPEC
+    assert moved.version == created.version + 1
+    assert store.get_task(TEAM, "t1") == moved
+    (event,) = store.events(TEAM, after=seq)
+    assert event.kind == "task.transition"
+    assert event.data.get("spec") is True, "a replaced spec is noted, not copied"
+
+
+def test_transition_without_spec_keeps_it(store: Store) -> None:
+    epoch = lead(store)
+    store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)
+    seq = last_seq(store)
+    moved = store.transition(TEAM, "t1", epoch=epoch, expect=["queued"], to="running")
+    assert moved.spec == SPEC
+    (event,) = store.events(TEAM, after=seq)
+    assert "spec" not in event.data
+
+
+def test_spec_with_other_fields_changes_them_in_one_step(store: Store) -> None:
+    epoch = lead(store)
+    created = store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)
+    moved = store.transition(
+        TEAM,
+        "t1",
+        epoch=epoch,
+        expect=["queued"],
+        to="queued",
+        spec=NEW_SPEC,
+        reason="replanned",
+        data={"replanned": 1},
+    )
+    assert (moved.spec, moved.reason, moved.data) == (NEW_SPEC, "replanned", {"replanned": 1})
+    assert moved.version == created.version + 1
+
+
+def test_stale_transition_with_spec_changes_nothing(store: Store) -> None:
+    old = lead(store, "old")
+    before = store.create_task(TEAM, "t1", epoch=old, spec=SPEC)
+    lead(store, "new")
+    seq = last_seq(store)
+    with pytest.raises(StaleEpoch):
+        store.transition(TEAM, "t1", epoch=old, expect=["queued"], to="queued", spec=NEW_SPEC)
+    assert store.get_task(TEAM, "t1") == before
+    assert store.events(TEAM, after=seq) == []
+
+
+def test_conflicting_transition_with_spec_changes_nothing(store: Store) -> None:
+    epoch = lead(store)
+    store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)
+    before = store.transition(TEAM, "t1", epoch=epoch, expect=["queued"], to="running")
+    seq = last_seq(store)
+    with pytest.raises(Conflict):  # not in the expected state
+        store.transition(TEAM, "t1", epoch=epoch, expect=["queued"], to="queued", spec=NEW_SPEC)
+    with pytest.raises(Conflict):  # an older version
+        store.transition(
+            TEAM,
+            "t1",
+            epoch=epoch,
+            expect=["running"],
+            to="running",
+            version=before.version - 1,
+            spec=NEW_SPEC,
+        )
+    with pytest.raises(Conflict):  # not an allowed transition
+        store.transition(TEAM, "t1", epoch=epoch, expect=["running"], to="done", spec=NEW_SPEC)
+    assert store.get_task(TEAM, "t1") == before
+    assert store.events(TEAM, after=seq) == []

@@ -138,6 +138,21 @@ def test_run_exits_3_when_a_task_is_blocked(tmp_path: Path, mode: str) -> None:
     assert states(path) == {"fetch": "done", "ask": "blocked"}
 
 
+def test_run_in_local_mode_works_on_a_memory_store(tmp_path: Path) -> None:
+    path = project(tmp_path, OK_PLAN)
+    result = tenure(path, "run", "plan.yaml", "--mode", "local", "--store", "memory://")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 done" in result.stdout
+    assert not (path / ".tenure" / "state.db").exists()
+
+
+@pytest.mark.parametrize("mode", ["team", "queue"])
+def test_run_with_worker_processes_refuses_a_memory_store(tmp_path: Path, mode: str) -> None:
+    path = project(tmp_path, OK_PLAN)
+    line = one_error_line(tenure(path, "run", "plan.yaml", "--mode", mode, "--store", "memory://"))
+    assert "--mode local" in line
+
+
 def test_run_with_a_plan_that_does_not_parse_names_the_line(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text('team: demo\ntasks:\n  - id: a\n    goal: "x" y\n')
     line = one_error_line(tenure(tmp_path, "run", "plan.yaml"))

@@ -148,6 +148,8 @@ def _run_processes(
     splitter: Splitter | None = None,
     model: str | None = None,
 ) -> None:
+    if not store.shared_across_processes:  # each worker process would get a store of its own
+        raise fail(f"store {url}: worker processes cannot share it; use --mode local")
     if mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
         longest = max(t.deadline_seconds for t in plan.tasks)

@@ -1,6 +1,7 @@
 """The state every member shares: leases, members, tasks, effects, messages, events."""
 
 from tenure.store.base import DEFAULT_MAX_DELIVERIES, UNSET, Store, check_cas
+from tenure.store.clock import ManualClock
 from tenure.store.records import (
     ALLOWED_TRANSITIONS,
     TASK_STATES,
@@ -26,6 +27,7 @@ __all__ = [
     "EffectTicket",
     "Event",
     "Lease",
+    "ManualClock",
     "Member",
     "Store",
     "TaskRecord",

@@ -13,7 +13,8 @@ Decisions every backend follows (the contract suite pins most of them):
   data: ``lease.claimed`` {holder, ttl}, ``lease.released`` {holder},
   ``member.joined`` {member, priority, capabilities, highest_epoch},
   ``member.left`` {member}, ``task.created`` {task_id, state},
-  ``task.transition`` {task_id, from, to, and each changed field but data},
+  ``task.transition`` {task_id, from, to, each changed field but data and
+  spec, and ``spec: true`` when the spec was replaced},
   ``effect.claimed`` / ``effect.done`` / ``effect.aborted`` {key, holder},
   ``message.sent`` {id, queue, type}, ``message.dead_lettered`` {id, queue,
   deliveries, consumer}; plus whatever callers append.
@@ -66,6 +67,8 @@ class Store(ABC):
     url: str
     distributed: ClassVar[bool] = False
     """True when members on different hosts can share this store."""
+    shared_across_processes: ClassVar[bool] = False
+    """True when several processes that open this store's URL share its state."""
 
     # --- clock ---------------------------------------------------------------------
 
@@ -158,13 +161,15 @@ class Store(ABC):
         result: Any = UNSET,
         reason: Any = UNSET,
         data: Any = UNSET,
+        spec: Any = UNSET,
     ) -> TaskRecord:
         """Compare-and-set one task, fenced.
 
         Refused with ``StaleEpoch`` when ``epoch`` is below the team's epoch;
         with ``Conflict`` when the state is not in ``expect``, the version
         differs, or ``to`` may not follow the state; ``NotFound`` if absent.
-        Fields left ``UNSET`` keep their value.
+        Fields left ``UNSET`` keep their value. ``spec`` replaces the task's
+        spec: a replan re-derives unstarted tasks' definitions.
         """
 
     @abstractmethod

@@ -1,4 +1,5 @@
-"""Choosing a backend by URL: ``sqlite:///path`` (default) or ``redis://host:port/db``."""
+"""Choosing a backend by URL: ``sqlite:///path`` (default), ``redis://host:port/db``,
+or ``memory://`` (this process only; nothing persists)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def open_store(url: str | None = None) -> Store:
 
     ``sqlite:///rel/path.db`` is relative to the working directory,
     ``sqlite:////abs/path.db`` absolute; a bare path also means SQLite.
+    ``memory://`` is a new empty in-memory store each time; ``memory://NAME`` is
+    the same store every time this process opens it (for tests: two handles on one
+    store). No other process sees a memory store.
     """
     url = url or default_url()
     scheme = urlparse(url).scheme if "://" in url else ""
@@ -35,8 +39,13 @@ def open_store(url: str | None = None) -> Store:
         module = _import_backend("tenure.store.redis", extra="redis")
         store: Store = module.RedisStore.from_url(url)
         return store
+    if scheme == "memory":
+        from tenure.store.memory import MemoryStore
+
+        return MemoryStore.from_url(url)
     raise ConfigError(
-        f"store URL {url!r}: unknown scheme {scheme!r}; use sqlite:///PATH or redis://HOST:PORT/DB"
+        f"store URL {url!r}: unknown scheme {scheme!r};"
+        " use sqlite:///PATH, redis://HOST:PORT/DB or memory://"
     )
 
 

@@ -20,6 +20,7 @@ class RedisBase(Store):
     """Holds the client and the registered scripts; one EVALSHA per operation."""
 
     distributed: ClassVar[bool] = True
+    shared_across_processes: ClassVar[bool] = True
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -13,6 +13,9 @@ from tenure.store.redis.core import RedisBase, at, dumps, micros
 from tenure.store.redis.scripts import TASK_FIELDS
 
 _NULLABLE = ("assignee", "result")
+_JSON_FIELDS = ("result", "data", "spec")
+_QUIET_FIELDS = ("data", "spec")
+"""Fields whose values ``task.transition`` leaves out (a replaced spec is noted, not copied)."""
 
 
 class RegisterMixin(RedisBase):
@@ -66,6 +69,7 @@ class RegisterMixin(RedisBase):
         result: Any = UNSET,
         reason: Any = UNSET,
         data: Any = UNSET,
+        spec: Any = UNSET,
     ) -> TaskRecord:
         expected = frozenset(expect)
         changes = {
@@ -74,6 +78,7 @@ class RegisterMixin(RedisBase):
             "result": result,
             "reason": reason,
             "data": data,
+            "spec": spec,
         }
         given = {k: v for k, v in changes.items() if v is not UNSET}
         drop = [k for k in _NULLABLE if k in given and given[k] is None]
@@ -82,7 +87,10 @@ class RegisterMixin(RedisBase):
             if name in drop:
                 continue
             pairs += [name, _stored(name, value)]
-        event = {"task_id": task_id, "to": to, **{k: v for k, v in given.items() if k != "data"}}
+        event: dict[str, Any] = {"task_id": task_id, "to": to}
+        event.update({k: v for k, v in given.items() if k not in _QUIET_FIELDS})
+        if "spec" in given:
+            event["spec"] = True
         reply = self._run(
             "transition",
             team,
@@ -176,7 +184,7 @@ class RegisterMixin(RedisBase):
 
 
 def _stored(name: str, value: Any) -> str:
-    if name in ("result", "data"):
+    if name in _JSON_FIELDS:
         return dumps(value)
     if name == "attempt":
         if not isinstance(value, int):

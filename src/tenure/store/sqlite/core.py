@@ -6,7 +6,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tenure.protocol.errors import ProtocolError, StaleEpoch
 from tenure.store.base import Store
@@ -14,6 +14,8 @@ from tenure.store.sqlite.connection import Connection
 
 
 class SQLiteBase(Store):
+    shared_across_processes: ClassVar[bool] = True
+
     def __init__(self, path: str | Path, *, url: str | None = None) -> None:
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"

@@ -12,7 +12,10 @@ from tenure.store.base import UNSET, check_cas
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.sqlite.core import SQLiteBase, dumps, positive
 
-_TASK_FIELDS = ("assignee", "attempt", "result", "reason", "data")
+_TASK_FIELDS = ("assignee", "attempt", "result", "reason", "data", "spec")
+_JSON_FIELDS = ("result", "data", "spec")
+_QUIET_FIELDS = ("data", "spec")
+"""Fields whose values ``task.transition`` leaves out (a replaced spec is noted, not copied)."""
 
 
 class RegisterMixin(SQLiteBase):
@@ -54,6 +57,7 @@ class RegisterMixin(SQLiteBase):
         result: Any = UNSET,
         reason: Any = UNSET,
         data: Any = UNSET,
+        spec: Any = UNSET,
     ) -> TaskRecord:
         expected = frozenset(expect)
         with self.db.write() as cur:
@@ -61,10 +65,10 @@ class RegisterMixin(SQLiteBase):
             current = self._task(cur, team, task_id)
             check_cas(current, expected, to, version)
             changes = dict(
-                zip(_TASK_FIELDS, (assignee, attempt, result, reason, data), strict=True)
+                zip(_TASK_FIELDS, (assignee, attempt, result, reason, data, spec), strict=True)
             )
             sets = {
-                k: (dumps(v) if k in ("result", "data") else v)
+                k: (dumps(v) if k in _JSON_FIELDS else v)
                 for k, v in changes.items()
                 if v is not UNSET
             }
@@ -74,8 +78,12 @@ class RegisterMixin(SQLiteBase):
                 f"{assignments} WHERE team = ? AND task_id = ?",
                 (to, epoch, self.now(), *sets.values(), team, task_id),
             )
-            event = {"task_id": task_id, "from": current.state, "to": to}
-            event.update({k: v for k, v in changes.items() if v is not UNSET and k != "data"})
+            event: dict[str, Any] = {"task_id": task_id, "from": current.state, "to": to}
+            event.update(
+                {k: v for k, v in changes.items() if v is not UNSET and k not in _QUIET_FIELDS}
+            )
+            if spec is not UNSET:
+                event["spec"] = True
             self._event(cur, team, "task.transition", event, epoch)
             return self._task(cur, team, task_id)
 

@@ -1,0 +1,133 @@
+"""The in-memory store: one process, no server, nothing kept after the process ends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TypeGuard
+
+from tenure.protocol.errors import Conflict, LeaseLost, NotFound
+from tenure.store.memory.core import MemoryBase, positive
+from tenure.store.memory.messages import MessagesMixin
+from tenure.store.memory.register import RegisterMixin
+from tenure.store.records import Lease, Member
+
+
+class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
+    """Atomic by one lock; the clock is ``time.time`` unless one is injected.
+
+    ``MemoryStore(clock=ManualClock())`` lets a test move time by hand.
+    ``MemoryStore(name="x")`` (or ``open_store("memory://x")``) is the same store
+    every time in this process, until ``tenure.store.memory.forget("x")``. Other
+    processes never see it: ``shared_across_processes`` is False.
+    """
+
+    # --- lease ------------------------------------------------------------------------
+
+    def claim_lease(self, team: str, holder: str, ttl: float, *, at_least: int = 0) -> Lease:
+        positive("ttl", ttl)
+        with self.memory.lock:
+            now = self.now()
+            state = self.memory.team(team)
+            held = state.lease
+            if held is not None and held.expires_at > now:
+                raise Conflict(
+                    f"team {team!r}: lease held by {held.holder!r} at epoch {held.epoch}"
+                )
+            reported = [m.highest_epoch for m in state.members.values() if m.expires_at > now]
+            epoch = max(state.epoch, at_least, *reported) + 1
+            lease = Lease(team, holder, epoch, now + ttl, ttl)
+            state.epoch, state.lease = epoch, lease
+            self._event(team, "lease.claimed", {"holder": holder, "ttl": ttl}, epoch, at=now)
+            return lease
+
+    def renew_lease(self, team: str, holder: str, epoch: int, ttl: float) -> Lease:
+        positive("ttl", ttl)
+        with self.memory.lock:
+            now = self.now()
+            state = self.memory.team(team)
+            held = state.lease
+            if not _holds(held, holder, epoch) or held.expires_at <= now:
+                raise LeaseLost(
+                    f"team {team!r}: {holder!r} does not hold the lease at epoch {epoch}"
+                )
+            state.lease = Lease(team, holder, epoch, now + ttl, ttl)
+            return state.lease
+
+    def release_lease(self, team: str, holder: str, epoch: int) -> bool:
+        with self.memory.lock:
+            state = self.memory.team(team)
+            held = state.lease
+            if not _holds(held, holder, epoch):
+                return False
+            state.lease = None
+            self._event(team, "lease.released", {"holder": holder}, epoch, at=self.now())
+            return True
+
+    def current_lease(self, team: str) -> Lease | None:
+        with self.memory.lock:
+            held = self.memory.team(team).lease
+            return held if held is not None and held.expires_at > self.now() else None
+
+    def current_epoch(self, team: str) -> int:
+        with self.memory.lock:
+            return self.memory.team(team).epoch
+
+    # --- membership ---------------------------------------------------------------------
+
+    def join(
+        self,
+        team: str,
+        member_id: str,
+        *,
+        ttl: float,
+        priority: int = 0,
+        capabilities: Iterable[str] = (),
+        highest_epoch: int = 0,
+    ) -> Member:
+        positive("ttl", ttl)
+        caps = tuple(sorted(set(capabilities)))
+        with self.memory.lock:
+            now = self.now()
+            members = self.memory.team(team).members
+            known = members.get(member_id)
+            if known is not None and known.expires_at > now:
+                highest_epoch = max(highest_epoch, known.highest_epoch)
+            member = Member(team, member_id, priority, caps, highest_epoch, now, now + ttl)
+            members[member_id] = member
+            data = {
+                "member": member_id,
+                "priority": priority,
+                "capabilities": list(caps),
+                "highest_epoch": highest_epoch,
+            }
+            self._event(team, "member.joined", data, None, at=now)
+            return member
+
+    def heartbeat(self, team: str, member_id: str, *, ttl: float, highest_epoch: int = 0) -> Member:
+        positive("ttl", ttl)
+        with self.memory.lock:
+            now = self.now()
+            members = self.memory.team(team).members
+            known = members.get(member_id)
+            if known is None or known.expires_at <= now:
+                raise NotFound(f"team {team!r}: {member_id!r} is not a live member; join again")
+            seen = max(known.highest_epoch, highest_epoch)
+            member = replace(known, highest_epoch=seen, expires_at=now + ttl)
+            members[member_id] = member
+            return member
+
+    def leave(self, team: str, member_id: str) -> None:
+        with self.memory.lock:
+            if self.memory.team(team).members.pop(member_id, None) is not None:
+                self._event(team, "member.left", {"member": member_id}, None, at=self.now())
+
+    def members(self, team: str) -> list[Member]:
+        with self.memory.lock:
+            now = self.now()
+            live = [m for m in self.memory.team(team).members.values() if m.expires_at > now]
+        return sorted(live, key=lambda m: (-m.priority, m.member_id))
+
+
+def _holds(lease: Lease | None, holder: str, epoch: int) -> TypeGuard[Lease]:
+    return lease is not None and (lease.holder, lease.epoch) == (holder, epoch)
