@@ -43,7 +43,7 @@ ABOVE_ALL_LAYERS = {"tenure", "tenure.__main__"}
 """The public API (``tenure/__init__.py``) and ``python -m tenure``: they may
 import any layer, and no module of tenure may import them (tests may)."""
 
-ROLES_ORDER = ["register", "member", "planning", "leader", "features", "coding", "teams"]
+ROLES_ORDER = ["register", "member", "planning", "leader", "features", "teams", "coding"]
 """The sub-packages ``tenure.roles.<name>``, lowest first. A module anywhere in
 ``tenure.roles.X`` (nested sub-packages included) may import ``tenure.roles.Y``
 only if Y is X or comes before X. Modules directly in ``tenure/roles/`` (its

@@ -23,7 +23,7 @@ from tenure.protocol.errors import (
     NotFound,
     ProtocolError,
 )
-from tenure.roles.local import LocalTeam
+from tenure.roles import LocalTeam
 from tenure.store import ManualClock, open_store
 from tenure.store.memory import MemoryStore, forget
 
