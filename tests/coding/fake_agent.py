@@ -7,7 +7,8 @@ fix (write the fix), lie (change nothing, claim the tests pass), outside (fix an
 also touch a file outside the scope), conflict (write ``shared.py`` with this task's
 id), append (append this task's line to ``shared.py``), hang (sleep past any
 deadline), die (write half a change, then kill itself), switch (fix, then check out
-another branch), selfcommit (fix and commit it itself, as aider does), qa (fix only once the task
+another branch), selfcommit (fix and commit it itself, as aider does), quiet (fix, but
+write a report with no Verification section), qa (fix only once the task
 file's Q&A section says "return 1": an answer from the operator), waitfor (wait until
 the file ``spec["path"]`` exists, then fix).
 """
@@ -71,6 +72,9 @@ def main() -> None:
         while not Path(spec["path"]).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         target.write_text("def value():\n    return 1\n")
+    elif mode == "quiet":
+        target.write_text("def value():\n    return 1\n")
+        report = f"## Changed\n\n{target}\n"
     elif mode == "sleep":
         time.sleep(float(spec.get("seconds", 0.5)))
         target.write_text("def value():\n    return 1\n")

@@ -14,9 +14,10 @@ import yaml
 from tenure.coord import LeaseTiming
 from tenure.executors.agent_cli import AgentCLI
 from tenure.protocol.errors import LeaseLost, StaleEpoch
-from tenure.roles.coding import CodingConfig, CodingLeader
-from tenure.roles.coding.files import StatusRow
-from tenure.roles.coding.register import RunLeased, RunRegister, route
+from tenure.protocol.taskspec import TaskSpec
+from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased
+from tenure.roles.coding.lease import claim_run, route
+from tenure.roles.register import Register
 from tenure.store import open_store
 
 from .conftest import fix_task, make_plan, sh
@@ -71,31 +72,27 @@ def test_the_default_store_is_a_file_in_the_repository(repo: Path, agent: Agent)
 
 
 def test_register_writes_of_a_leader_whose_lease_expired_are_refused(store_url: str) -> None:
-    url = store_url
-    rows = {"t1": StatusRow("t1")}
-    old = RunRegister(url, "r1", LeaseTiming(ttl=0.5))
-    assert old.claim() == 1
-    old.sync(rows, lambda _: {})
-    old._stop.set()  # as if paused: it renews no more
-    with open_store(url) as store:
-        while store.current_lease("code/r1") is not None:
+    with open_store(store_url) as old_store, open_store(store_url) as new_store:
+        old = claim_run(old_store, "r1", LeaseTiming(ttl=0.5))
+        assert old.epoch == 1
+        old_register = Register(old_store, "code/r1", old.check)
+        record = old_register.create("t1", TaskSpec(id="t1", goal="g"))
+        # as if paused: it renews no more, and the store's clock lets the lease expire
+        while new_store.current_lease("code/r1") is not None:
             time.sleep(0.05)
-    new = RunRegister(url, "r1", LeaseTiming(ttl=30))
-    assert new.claim() == 2
-    third = RunRegister(url, "r1", LeaseTiming(ttl=30))
-    with pytest.raises(RunLeased, match=r"already led by .* \(epoch 2"):
-        third.claim()  # while the new one holds it, nobody else leads
-    third.release()
-    with pytest.raises(LeaseLost):  # the old leader's own deadline passed: it stops
-        old.sync(rows, lambda _: {})
-    assert old.store is not None
-    with pytest.raises(StaleEpoch):  # and the store refuses it even if it tried
-        old.store.transition("code/r1", "t1", epoch=1, expect=["queued"], to="running")
-    rows["t1"].state = "running"
-    new.sync(rows, lambda _: {})
-    assert new.store is not None and new.store.get_task("code/r1", "t1").state == "running"
-    new.release()
-    old.release()
+        new = claim_run(new_store, "r1", LeaseTiming(ttl=30))
+        assert new.epoch == 2
+        with open_store(store_url) as third_store, pytest.raises(
+            RunLeased, match=r"already led by .* \(epoch 2"
+        ):
+            claim_run(third_store, "r1", LeaseTiming(ttl=30))  # nobody else leads meanwhile
+        with pytest.raises(LeaseLost):  # the old leader's own deadline passed: it stops
+            old_register.move(record, "running")
+        with pytest.raises(StaleEpoch):  # and the store refuses it even if it tried
+            old_store.transition("code/r1", "t1", epoch=1, expect=["queued"], to="running")
+        moved = Register(new_store, "code/r1", new.check).move(record, "running")
+        assert new_store.get_task("code/r1", "t1").state == moved.state == "running"
+        new.release()
 
 
 def test_route_follows_the_register_transitions() -> None:

@@ -15,11 +15,11 @@ from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
-from tenure.roles.coding import CodingConfig, CodingLeader
+from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased, team_for
 from tenure.roles.coding.discard import plan_discard
-from tenure.roles.coding.leader import check_tasks, overlapping_scopes
-from tenure.roles.coding.register import DEFAULT_LEASE_TTL, RunLeased, team_for
+from tenure.roles.coding.lease import DEFAULT_LEASE_TTL
 from tenure.roles.coding.replan import ReplanRequest, live_leader
+from tenure.roles.coding.scope import check_tasks, overlapping_scopes
 
 RepoOption = Annotated[
     Path, typer.Option("--repo", help="The target git repository (clean working tree).")
@@ -80,7 +80,7 @@ def code(
     if split_with is not None:
         from tenure.console.model_cmds import open_checked
         from tenure.roles.coding.split import PlannerSplit
-        from tenure.roles.planning.planner import Planner
+        from tenure.roles.planning import Planner
 
         splitter = PlannerSplit(Planner(open_checked(split_with)), repo.resolve())
     leader = CodingLeader(
@@ -110,7 +110,7 @@ def code(
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
         f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}; "
-        f"team {team_for(leader.run_id)} in {escape(leader.register.url)} (epoch {epoch})",
+        f"team {team_for(leader.run_id)} in {escape(leader.store_url)} (epoch {epoch})",
         soft_wrap=True,
     )
     outcome = leader.run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tenure.protocol.errors import LeaseLost, StoreError
@@ -32,13 +33,25 @@ class LeaseTiming:
 
 
 class LeaseKeeper:
-    """Holds one team's lease for one holder and answers "may I still act?"."""
+    """Holds one team's lease for one holder and answers "may I still act?".
 
-    def __init__(self, store: Store, team: str, holder: str, timing: LeaseTiming) -> None:
+    ``clock`` is the holder's own monotonic clock (a test passes a ``ManualClock``,
+    shared with a memory store, to move time without sleeping)."""
+
+    def __init__(
+        self,
+        store: Store,
+        team: str,
+        holder: str,
+        timing: LeaseTiming,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.team = team
         self.holder = holder
         self.timing = timing
+        self.clock = clock
         self.lease: Lease | None = None
         self._deadline = 0.0
         self._lock = threading.Lock()
@@ -48,7 +61,7 @@ class LeaseKeeper:
         return self.lease.epoch if self.lease else 0
 
     def claim(self, *, at_least: int = 0) -> Lease:
-        sent = time.monotonic()
+        sent = self.clock()
         lease = self.store.claim_lease(self.team, self.holder, self.timing.ttl, at_least=at_least)
         with self._lock:
             self.lease = lease
@@ -61,7 +74,7 @@ class LeaseKeeper:
         if lease is None or not self.valid():
             self.lost()
             return False
-        sent = time.monotonic()
+        sent = self.clock()
         try:
             self.store.renew_lease(self.team, self.holder, lease.epoch, self.timing.ttl)
         except LeaseLost:
@@ -75,10 +88,10 @@ class LeaseKeeper:
         return True
 
     def valid(self) -> bool:
-        return self.lease is not None and time.monotonic() < self._deadline
+        return self.lease is not None and self.clock() < self._deadline
 
     def remaining(self) -> float:
-        return max(0.0, self._deadline - time.monotonic())
+        return max(0.0, self._deadline - self.clock())
 
     def check(self) -> int:
         """The epoch to act under, or ``LeaseLost`` if the holder must stop now."""

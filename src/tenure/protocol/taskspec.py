@@ -145,6 +145,9 @@ class AttemptData(Strict):
     voter: VoterOf | None = None
     stand_in: str | None = None  # a nested team's stand-in sub-leader holds the attempt
     child_epoch: int | None = Field(default=None, ge=0)  # nested team's epoch at dispatch
+    coding_state: str | None = None  # a coding run: the task's state in status.yml
+    branch: str | None = None  # a coding run: the current attempt's branch
+    qa_seen: int = Field(default=0, ge=0)  # a coding run: answers copied into the task file
     hooks: dict[str, JsonObject] = Field(default_factory=dict)  # a hook's own state, by name
 
     def with_(self, **changes: Any) -> AttemptData:

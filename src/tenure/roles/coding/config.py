@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +14,8 @@ from tenure.protocol import Plan, PlanTask
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.ids import check_task_id
 from tenure.roles.coding.scope import check_tasks
+from tenure.roles.leader import LeaderHook
+from tenure.verify import Trust
 from tenure.verify.checks import Verdict
 
 
@@ -31,6 +33,8 @@ class CodingConfig:
     # the run's state database (see coding.register); None: REPO/.tenure/state.db
     store_url: str | None = None
     lease_ttl: float = 10.0  # seconds; the leader renews it every ttl * 0.3
+    trust: Trust | None = None  # judge models for judge checks on the results
+    hooks: Sequence[LeaderHook] = ()  # the caller's own leader hooks
 
 
 @dataclass

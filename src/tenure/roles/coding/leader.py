@@ -1,209 +1,261 @@
-"""The coding leader: dispatch each task attempt into its own worktree, accept it only on
-checks the leader runs itself in that worktree, enforce scope, merge in plan order.
+"""A coding run: a team ``code/RUN`` on the standard runtime, laid out as files in git.
 
-Every step is committed to the run's integration branch ``tenure/<run>/integration``
-(dispatch → task file + status row; return → results file + status row; merge), so
-``status.yml`` in git is the state and a killed run resumes from it. The leader holds
-the run's lease in a Tenure store (``register``) and checks it before every step: one
-that lost it stops and exits without writing.
-
-The leader is built up in layers, one module each: ``core`` (state and row changes),
-``integration`` (merging in plan order, the final checks), ``resume`` (opening and
-resuming a run, replans), ``attempt`` (one attempt and its acceptance), with ``scope``
-and ``config`` for the plan checks and the run's input and outcome; this module is the
-run loop, and re-exports the public names.
+``CodingLeader`` claims the run's lease, opens the run (starts it, resumes it from
+the register, or rebuilds a lost register from ``status.yml``), then runs the
+standard leader — the same conductor, ladder, budgets, retries, split, inbox and
+fencing as every team — with the coding ``IntegrationHook``, and one follower
+per worker slot whose executor runs the agent CLI in the attempt's worktree
+(``WorktreeAgent``). The leader and its workers are threads of this process, so
+an attempt cannot outlive its leader's process unnoticed: a new leader counts
+it as interrupted.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import suppress
+from dataclasses import dataclass
 
-from tenure.protocol import PlanTask
-from tenure.protocol.errors import LeaseLost, StaleEpoch, TenureError
-from tenure.roles.coding.attempt import Attempt, AttemptReturn, run_attempt
+from tenure.coord import LeaseKeeper, LeaseTiming, Renewer
+from tenure.executors import git
+from tenure.protocol.codec import load_plan
+from tenure.protocol.errors import ConfigError, TenureError
 from tenure.roles.coding.config import CodingConfig, CodingOutcome, new_run_id, preflight
-from tenure.roles.coding.files import ACCEPTED, CANCELLED, FINISHED, RUNNING, now
-from tenure.roles.coding.replan import PID_FILE, REQUEST_FILE, ReplanRequest
-from tenure.roles.coding.resume import LeaderResume
-from tenure.roles.coding.scope import (
-    check_scope,
-    check_tasks,
-    in_scope,
-    merge_order,
-    overlapping_scopes,
-)
+from tenure.roles.coding.files import RUNNING, status_epoch
+from tenure.roles.coding.integration import IntegrationHook
+from tenure.roles.coding.lease import claim_run, default_store_url, holder_id, team_for
+from tenure.roles.coding.rebuild import rebuild
+from tenure.roles.coding.replan import PID_FILE, ReplanRequest, apply_replan
+from tenure.roles.coding.run import RunPlace
+from tenure.roles.coding.scope import overlapping_scopes
+from tenure.roles.coding.split import CodingSplits
+from tenure.roles.coding.worker import WorktreeAgent
+from tenure.roles.features import standard_hooks
+from tenure.roles.leader import Candidate, Conductor, LeaderConfig
+from tenure.roles.member import Follower, FollowerConfig
+from tenure.roles.register import register_plan
+from tenure.store import Store, open_store
 
-__all__ = [
-    "CodingConfig",
-    "CodingLeader",
-    "CodingOutcome",
-    "check_scope",
-    "check_tasks",
-    "in_scope",
-    "merge_order",
-    "new_run_id",
-    "overlapping_scopes",
-    "preflight",
-]
+__all__ = ["CodingLeader"]
+
+STALE_GRACE = 10.0  # seconds past a deadline before the leader gives up on an attempt
+FOLLOWER_JOIN = 30.0
 
 
-class CodingLeader(LeaderResume):
-    # --- the loop ----------------------------------------------------------------------
+@dataclass
+class _Lead:
+    """The run's open store and lease while this leader holds it."""
+
+    store: Store
+    keeper: LeaseKeeper
+    renewer: Renewer
+
+
+class CodingLeader:
+    def __init__(self, config: CodingConfig) -> None:
+        self.config = config
+        self.root = preflight(config)
+        self.run_id = config.run_id or new_run_id()
+        self.team = team_for(self.run_id)
+        self.integration = f"tenure/{self.run_id}/integration"
+        self.store_url = config.store_url or default_store_url(self.root)
+        self.timing = LeaseTiming(ttl=config.lease_ttl)
+        self._lead: _Lead | None = None
+
+    # --- the lease ---------------------------------------------------------------------
+
+    def claim(self) -> int:
+        """Take the run's lease before touching anything (``RunLeased`` while another
+        leader holds it), above every epoch status.yml in git records."""
+        if self._lead is not None and self._lead.keeper.valid():
+            return self._lead.keeper.epoch
+        store = open_store(self.store_url)
+        try:
+            keeper = claim_run(store, self.run_id, self.timing, at_least=self._git_epoch())
+        except TenureError:
+            store.close()
+            raise
+        self._lead = _Lead(store, keeper, keeper.keep_renewed())
+        return keeper.epoch
+
+    def _git_epoch(self) -> int:
+        if not git.branch_exists(self.root, self.integration):
+            return 0
+        path = f"{self.integration}:.tenure/runs/{self.run_id}/status.yml"
+        text = git.git(self.root, "show", path, check=False)
+        return status_epoch(text) if text else 0
+
+    def _release(self) -> None:
+        lead, self._lead = self._lead, None
+        if lead is None:
+            return
+        lead.renewer.stop()
+        lead.keeper.release()
+        lead.store.close()
+
+    # --- a run -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> CodingOutcome:
         stop = stop or threading.Event()
         self.claim()
-        pid_file = self.attempts_dir / PID_FILE
+        assert self._lead is not None
+        lead = self._lead
         try:
-            self._open()
-            self._take_answers()
-            self._take_cancels()
-            pid_file.parent.mkdir(parents=True, exist_ok=True)
-            pid_file.write_text(f"{os.getpid()}\n")
-            return self._loop(stop)
-        except (LeaseLost, StaleEpoch) as exc:
-            return self._lost(exc)
+            place, hook = self._open(lead)
+        except BaseException:
+            self._release()
+            raise
+        pid_file = place.attempts / PID_FILE
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(f"{os.getpid()}\n")
+        followers, threads, followers_stop = self._workers(lead.store)
+        candidate = Candidate(
+            lead.store,
+            LeaderConfig(
+                team=self.team,
+                member_id=holder_id(),
+                timing=self.timing,
+                elect=False,
+                one_term=True,
+                release_on_exit=False,
+                workdir=place.int_path,
+                stale_grace=STALE_GRACE + self.config.agent.grace_seconds,
+                poll_interval=0.05,
+                trust=self.config.trust,
+            ),
+            hooks=[*standard_hooks(splitter=self._splitter()), hook, *self.config.hooks],
+            keeper=lead.keeper,
+        )
+        lead.renewer.stop()  # the candidate keeps the lease renewed from here
+        try:
+            candidate.run(stop)
+            return self._outcome(place, hook, candidate, stop)
         finally:
+            for follower in followers:
+                follower.cancel_current()  # their work stays committed on their branches
+            followers_stop.set()
+            for thread in threads:
+                thread.join(timeout=FOLLOWER_JOIN)
             pid_file.unlink(missing_ok=True)
-            self.register.release()
+            self._release()
 
-    def _lost(self, exc: TenureError) -> CodingOutcome:
-        """The lease is gone: write nothing more (the new leader owns the run) and say so."""
-        self.register.lost(str(exc))
-        states = {k: r.state for k, r in self.rows.items()}
-        reason = f"stopped: this leader lost the lead of {self.register.team} ({exc})"
-        return CodingOutcome(self.run_id, False, self.integration, self.int_path, states, reason)
+    def _outcome(
+        self, place: RunPlace, hook: IntegrationHook, candidate: Candidate, stop: threading.Event
+    ) -> CodingOutcome:
+        if hook.outcome is not None:
+            return hook.outcome
+        states = {k: r.state for k, r in place.rows.items()}
+        args = (self.run_id, False, self.integration, place.int_path, states)
+        why = candidate.stepped_down or candidate.failure
+        if why is not None and candidate.stepped_down:
+            with suppress(TenureError):  # a fact, not a write to the run: unfenced
+                place.store.append_event(
+                    self.team,
+                    "code.lease_lost",
+                    {"holder": holder_id(), "epoch": candidate.keeper.epoch, "why": why},
+                )
+            return CodingOutcome(*args, f"stopped: this leader lost the lead of {self.team} ({why})")
+        if why is not None:
+            return CodingOutcome(*args, f"stopped: {why}")
+        return CodingOutcome(*args, "stopped; resume with the same run id")
 
-    def _loop(self, stop: threading.Event) -> CodingOutcome:
-        running: dict[Future[AttemptReturn], Attempt] = {}
-        with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
-            try:
-                self._steps(stop, pool, running)
-            except (LeaseLost, StaleEpoch):
-                for attempt in running.values():  # their work stays on their branches
-                    self.cancels[attempt.task.id].set()
-                raise
-            if stop.is_set():
-                # end the agents now; their rows stay "running", so a resume salvages
-                # what they left and counts them as interrupted
-                for attempt in running.values():
-                    self.cancels[attempt.task.id].set()
-        return self._finish(stopped=stop.is_set())
-
-    def _steps(
-        self,
-        stop: threading.Event,
-        pool: ThreadPoolExecutor,
-        running: dict[Future[AttemptReturn], Attempt],
-    ) -> None:
-        """Dispatch, take returns and answers, merge, apply replans, until nothing is left."""
-        while not stop.is_set():
-            self.register.fence()
-            self._take_answers()
-            self._take_cancels()
-            try:
-                request = ReplanRequest.read(self.attempts_dir)
-            except (ValueError, KeyError, TypeError) as exc:  # unreadable: refuse it
-                self.folder.append_changelog(f"replan refused (unreadable request): {exc}")
-                self._commit("tenure: replan refused")
-                (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
-                continue
-            if request is None:  # a pending replan freezes dispatch
-                self._block_dependents()
-                for task in self._ready():
-                    if not self.free_slots:
-                        break
-                    attempt = self._dispatch(task)
-                    running[pool.submit(self._work, attempt)] = attempt
-            elif request.cancel_running:
-                self.cancel_reason = request.reason
-                for attempt in running.values():
-                    self.cancels[attempt.task.id].set()
-            self._merge_in_order()
-            if not running:
-                if request is not None:
-                    try:
-                        self._apply_replan(request)
-                    except (LeaseLost, StaleEpoch):
-                        raise
-                    except TenureError as exc:  # a bad replan never ends the run
-                        self.folder.append_changelog(f"replan refused: {exc}")
-                        self._commit("tenure: replan refused")
-                    (self.attempts_dir / REQUEST_FILE).unlink(missing_ok=True)
-                    continue
-                if all(self.rows[t.id].state in FINISHED for t in self.plan.tasks):
-                    break
-                if not self._ready():
-                    break
-                continue
-            done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                attempt = running.pop(future)
-                self.free_slots.append(attempt.slot)
-                self._returned(attempt, future)
-
-    def _dispatch(self, task: PlanTask) -> Attempt:
-        self._fence()
-        row = self.rows[task.id]
-        row.attempt += 1
-        slot = self.free_slots.pop(0)
-        row.state, row.worker = RUNNING, f"worker-{slot + 1}"
-        row.branch = self.trees.branch_for(task.id, row.attempt)
-        row.started_at = row.updated_at = now()
-        row.reason = ""
-        self.folder.write_task(task, self.plan)
-        self.folder.write_status(self.rows)
-        self._commit(f"tenure: dispatch {task.id} attempt {row.attempt} to {row.worker}")
-        tree = self.trees.create(task.id, row.attempt, self.integration, slot)
-        row.base = tree.base
-        self.cancels[task.id] = threading.Event()
-        self._event(
-            "dispatched", task_id=task.id, attempt=row.attempt, worker=row.worker, branch=row.branch
-        )
-        return Attempt(task, row.attempt, tree, slot)
-
-    def _work(self, attempt: Attempt) -> AttemptReturn:
-        """One attempt, on a worker thread (see :func:`run_attempt`)."""
-        return run_attempt(
-            attempt,
-            self.config.agent,
-            self.folder,
-            self.attempts_dir,
-            self.run_id,
-            self.cancels.get(attempt.task.id),
-        )
-
-    def _returned(self, attempt: Attempt, future: Future[AttemptReturn]) -> None:
-        self._fence()
-        task = attempt.task
-        row = self.rows[task.id]
-        try:
-            back = future.result()
-        except Exception as exc:  # a worker-side crash is a failed attempt, never a lost run
-            back = AttemptReturn(
-                attempt, False, f"{type(exc).__name__}: {exc}", "", f"- error: {exc}"
+    def _workers(self, store: Store) -> tuple[list[Follower], list[threading.Thread], threading.Event]:
+        stop = threading.Event()
+        followers = [
+            Follower(
+                store,
+                FollowerConfig(
+                    team=self.team,
+                    member_id=f"worker-{slot + 1}",
+                    poll_interval=0.02,
+                    visibility_timeout=60.0,
+                    checkin_interval=30.0,
+                ),
+                WorktreeAgent(self.root, self.run_id, self.config.agent, slot, self.config.port_first),
             )
-        self.folder.append_result(task.id, attempt.number, back.report, back.verdicts)
-        row.updated_at = now()
-        cancel = self.cancels.pop(task.id, None)
-        if cancel is not None and cancel.is_set():
-            why = self.cancel_why.pop(task.id, "") or f"cancelled by a replan: {self.cancel_reason}"
-            self.folder.append_attempt(task.id, attempt.number, f"{why}\n{back.reason}")
-            row.state, row.reason = CANCELLED, why
-            row.history.append(f"attempt {row.attempt}: {why}"[:250])
-            self.folder.write_status(self.rows)
-            self._commit(f"tenure: {task.id} attempt {attempt.number} cancelled")
-            self._event("cancelled", task_id=task.id, attempt=attempt.number, reason=why)
-            return
-        if back.accepted:
-            row.state, row.reason = ACCEPTED, ""
+            for slot in range(self.config.workers)
+        ]
+        threads = [
+            threading.Thread(target=f.run, args=(stop,), daemon=True, name=f"tenure-{f.me}")
+            for f in followers
+        ]
+        for thread in threads:
+            thread.start()
+        return followers, threads, stop
+
+    def _splitter(self) -> CodingSplits | None:
+        return CodingSplits(self.config.splitter) if self.config.splitter is not None else None
+
+    # --- opening a run -----------------------------------------------------------------
+
+    def _open(self, lead: _Lead) -> tuple[RunPlace, IntegrationHook]:
+        """Start the run, or resume it: from the register, or from status.yml in git
+        when the store lost it (the register is rebuilt from the file)."""
+        place = RunPlace(
+            self.root,
+            self.run_id,
+            lead.store,
+            lead.keeper.check,
+            self.config.plan,
+            port_first=self.config.port_first,
+        )
+        if git.branch_exists(self.root, self.integration):
+            self._resume(place)
         else:
-            self.folder.append_attempt(task.id, attempt.number, back.reason)
-            self._after_failure(task, row, back.reason)
-        self.folder.write_status(self.rows)
-        verb = "accepted" if back.accepted else "rejected"
-        self._commit(f"tenure: {task.id} attempt {attempt.number} {verb}")
-        first = back.reason.strip().splitlines()[0][:300] if back.reason.strip() else ""
-        self._event(verb, task_id=task.id, attempt=attempt.number, now=row.state, reason=first)
+            self._start(place)
+        return place, IntegrationHook(place)
+
+    def _start(self, place: RunPlace) -> None:
+        git.worktree_add(self.root, place.int_path, self.integration, "HEAD")
+        place.tip = git.head(place.int_path)
+        place.folder.epoch = place.epoch()
+        place.folder.write_plan(place.plan)
+        for warning in overlapping_scopes(place.plan):
+            place.folder.append_changelog(f"warning: {warning}")
+        register_plan(place.register, place.plan, {t.task_id for t in place.register.tasks()})
+        place.commit(f"tenure: start {self.run_id}")
+        place.event("started", tasks=len(place.plan.tasks), holder=holder_id())
+
+    def _resume(self, place: RunPlace) -> None:
+        if not place.int_path.exists():
+            git.git(self.root, "worktree", "prune")
+            git.git(self.root, "worktree", "add", "-q", str(place.int_path), self.integration)
+        place.tip = git.head(place.int_path)
+        rows = place.folder.read_status() if place.folder.exists() else {}
+        place.rows = dict(rows)
+        if (place.folder.path / "plan.md").exists():
+            place.plan = load_plan(place.folder.path / "plan.md")  # the run's own plan
+        tasks = place.register.tasks()
+        rebuilt = not tasks and bool(rows)
+        if rebuilt:
+            rebuild(place.register, place.plan, rows)
+        register_plan(place.register, place.plan, {t.task_id for t in place.register.tasks()})
+        note = "; the store had lost it: register rebuilt from status.yml" if rebuilt else ""
+        epoch = place.epoch()
+        place.folder.append_changelog(f"run resumed from status.yml (epoch {epoch}){note}")
+        place.commit("tenure: resume run")
+        kind = "rebuilt" if rebuilt else "resumed"
+        place.event(kind, tasks=len(rows), source="status.yml", holder=holder_id())
+
+    # --- replanning without a running leader ------------------------------------------
+
+    def replan(self, request: ReplanRequest) -> list[str]:
+        """Apply a replan with no leader running: to the register and the files in git,
+        for the next resume. Takes the run's lease for the change."""
+        if not git.branch_exists(self.root, self.integration):
+            raise ConfigError(f"no run {self.run_id!r} in {self.root} (no {self.integration})")
+        self.claim()
+        assert self._lead is not None
+        try:
+            place, hook = self._open(self._lead)
+            conductor = Conductor(
+                place.store, self.team, holder_id(), place.epoch, hooks=[hook], workdir=place.int_path
+            )
+            for task in place.register.tasks():  # attempts a killed leader left running
+                if task.state == RUNNING or (task.state == "queued" and task.assignee):
+                    hook.on_takeover(conductor, task)
+            hook.on_tick(conductor, place.register.tasks())  # the files as the register says
+            return apply_replan(place, request)
+        finally:
+            self._release()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenure.protocol import Plan, PlanTask
+from tenure.protocol.taskspec import spec_for
 from tenure.roles.coding.files import (
     ACCEPTED,
     CANCELLED,
@@ -30,8 +31,12 @@ from tenure.roles.coding.files import (
     PENDING,
     RUNNING,
     StatusRow,
-    now,
 )
+from tenure.roles.coding.rows import rows_of
+from tenure.roles.coding.run import RunPlace
+from tenure.roles.coding.scope import check_tasks
+from tenure.roles.register import Task
+from tenure.store import TERMINAL_STATES
 
 REQUEST_FILE = "replan.json"
 PID_FILE = "leader.pid"
@@ -76,47 +81,75 @@ def live_leader(attempts_dir: Path) -> int | None:
     return pid
 
 
-def rederive(old: Plan, new: Plan, rows: dict[str, StatusRow]) -> tuple[Plan, list[str]]:
-    """The plan the run continues with, and one line per change; updates ``rows``."""
-    new_ids = {t.id for t in new.tasks}
+def apply_replan(place: RunPlace, request: ReplanRequest) -> list[str]:
+    """Re-derive the run from ``request.plan`` in the register and the files; one note
+    per change. The register's spec of a re-derived task is replaced (fenced)."""
+    check_tasks(place.root, request.plan)
+    old, new = place.plan, request.plan
+    tasks = {t.task_id: t for t in place.register.tasks()}
+    rows = rows_of(place.run_id, list(tasks.values()))
     locked = {k for k, r in rows.items() if r.state in (RUNNING, ACCEPTED, MERGED)}
-    tasks: list[PlanTask] = []
-    notes: list[str] = []
-    old_ids = {t.id for t in old.tasks}
-    for task in old.tasks:
-        if task.id in locked and task.id not in new_ids:
-            tasks.append(task)
-            notes.append(f"{task.id}: kept ({rows[task.id].state}), not in the new plan")
+    new_ids = {t.id for t in new.tasks}
+    kept = [t for t in old.tasks if t.id in locked and t.id not in new_ids]
+    notes = [f"{t.id}: kept ({rows[t.id].state}), not in the new plan" for t in kept]
+    merged: list[PlanTask] = [*kept]
     for task in new.tasks:
-        row = rows.get(task.id)
-        if task.id in locked and row is not None:
-            tasks.append(old.task(task.id))
-            if old.task(task.id) != task:
-                notes.append(f"{task.id}: already {row.state}; its new definition is not applied")
-            continue
-        tasks.append(task)
-        if row is None:
-            rows[task.id] = StatusRow(task.id, updated_at=now())
-            notes.append(f"{task.id}: added")
-        else:
-            changed = task.id not in old_ids or old.task(task.id) != task
-            if row.state != PENDING or row.attempt:
-                notes.append(
-                    f"{task.id}: re-derived from {row.state}" + (" (changed)" if changed else "")
-                )
-            elif changed:
-                notes.append(f"{task.id}: changed")
-            row.state, row.reason, row.updated_at = PENDING, "", now()
-            row.replanned_at_attempt = row.attempt
-    for task in old.tasks:
-        row = rows[task.id]
-        if task.id not in new_ids and task.id not in locked and row.state != CANCELLED:
-            row.state, row.reason, row.updated_at = DROPPED, "not in the new plan", now()
-            notes.append(f"{task.id}: dropped")
-    merged = Plan.model_validate(
-        {
-            **new.model_dump(exclude={"tasks"}),
-            "tasks": [t.model_dump() for t in tasks],
-        }
+        merged.append(_rederive(place, task, old, tasks, rows, locked, request, notes))
+    plan = Plan.model_validate(
+        {**new.model_dump(exclude={"tasks"}), "tasks": [t.model_dump(by_alias=True) for t in merged]}
     )
-    return merged, notes
+    for task in old.tasks:
+        record = tasks.get(task.id)
+        if task.id in new_ids or task.id in locked or record is None:
+            continue
+        if record.state not in TERMINAL_STATES:
+            leader_cancelled = record.data.coding_state == CANCELLED
+            state = CANCELLED if leader_cancelled else DROPPED
+            reason = record.reason if leader_cancelled else "not in the new plan"
+            place.register.move(record, "cancelled", reason=reason, data=record.data.with_(coding_state=state))
+            if not leader_cancelled:
+                notes.append(f"{task.id}: dropped")
+    place.plan = plan
+    mode = "cancel running" if request.cancel_running else "let running finish"
+    place.folder.replace_plan(plan, f"replan ({mode}): {request.reason}", notes)
+    place.commit(f"tenure: replan: {request.reason}"[:200])
+    place.event("replanned", reason=request.reason, mode=mode, changes=notes)
+    return notes
+
+
+def _rederive(
+    place: RunPlace,
+    task: PlanTask,
+    old: Plan,
+    tasks: dict[str, Task],
+    rows: dict[str, StatusRow],
+    locked: set[str],
+    request: ReplanRequest,
+    notes: list[str],
+) -> PlanTask:
+    """The definition the run goes on with for one task of the new plan."""
+    record, row = tasks.get(task.id), rows.get(task.id)
+    before = next((t for t in old.tasks if t.id == task.id), None)
+    if record is None or row is None:
+        place.register.create(task.id, spec_for(request.plan, task))
+        notes.append(f"{task.id}: added")
+        return task
+    changed = before is None or before != task
+    if task.id in locked and before is not None:
+        if changed:
+            notes.append(f"{task.id}: already {row.state}; its new definition is not applied")
+        return before
+    if record.state in TERMINAL_STATES:
+        notes.append(f"{task.id}: {row.state}, and a {record.state} task cannot come back")
+        return before or task
+    if row.state != PENDING or row.attempt:
+        notes.append(f"{task.id}: re-derived from {row.state}" + (" (changed)" if changed else ""))
+    elif changed:
+        notes.append(f"{task.id}: changed")
+    if changed and place.folder.task_file(task.id).exists():
+        place.folder.append_replanned(task, request.reason)
+    data = record.data.with_(attempt_base=record.attempt, coding_state=None, question=None)
+    place.register.move(
+        record, "queued", spec=spec_for(request.plan, task), data=data, reason="", assignee=None
+    )
+    return task

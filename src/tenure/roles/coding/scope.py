@@ -19,6 +19,16 @@ def check_tasks(root: Path, plan: Plan) -> None:
         check_task_id(task.id, f"tasks[{index}].id")
         for j, scope in enumerate(task.scope):
             check_scope(root, scope, f"tasks[{index}].scope[{j}]")
+        if task.team is not None:
+            raise ProtocolError(
+                f"tasks[{index}].team", "no nested team in a coding run; give it its own tasks"
+            )
+        for j, check in enumerate(task.checks):
+            if check.kind == "quorum":
+                raise ProtocolError(
+                    f"tasks[{index}].checks[{j}]",
+                    "a check a coding task can run; a quorum of agents editing one branch is not",
+                )
         if not any(isinstance(c, CommandCheck) for c in task.checks):
             raise ProtocolError(
                 f"tasks[{index}].checks",

@@ -2,11 +2,12 @@
 
 ``CodingConfig.splitter`` is any ``split(task, failures) -> parts``;
 :class:`PlannerSplit` asks the LLM planner (``tenure code --split-with MODEL``).
-The parts replace the task in the plan, in its place: every part keeps within the
-task's scope and has a command check of its own; the last part in merge order
-depends on all the others and also carries the task's own checks, so the task's
-acceptance is still run — on the parts' work together. Tasks that depended on the
-task depend on that last part. A part is never split again.
+The leader's split feature registers the parts and keeps the task waiting for
+them: every part keeps within the task's scope and has a command check of its
+own; the last part in merge order depends on all the others and also carries the
+task's own checks, so the task's acceptance is still run — on the parts' work
+together, and once more on the integration branch when the task completes. Tasks
+that depended on the task wait for it. A part is never split again.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenure.protocol import CommandCheck, Plan, PlanTask
+from tenure.protocol import CommandCheck, Plan, PlanTask, PriorAttempt, Spend
 from tenure.protocol.errors import ProtocolError
+from tenure.roles.coding.rows import first_line
 from tenure.roles.coding.scope import in_scope, merge_order
-from tenure.roles.planning.planner import Artifact, Planner
+from tenure.roles.planning import Artifact, Planner
 
 Split = Callable[[PlanTask, list[str]], list[PlanTask]]
 
@@ -39,44 +41,51 @@ class PlannerSplit:
         return parts
 
 
-def split_plan(plan: Plan, parent_id: str, parts: list[PlanTask]) -> tuple[Plan, str]:
-    """The plan with ``parent_id`` replaced by ``parts``, and the id of the last part.
-    ProtocolError (naming what is wrong) when the parts cannot stand in for it."""
-    parent = plan.task(parent_id)
+@dataclass
+class CodingSplits:
+    """A coding run's splitter as the leader's split feature uses it: the parts are
+    checked (at least two, in the task's scope, each with a command check of its own)
+    and the last in merge order depends on the others and carries the task's own
+    command checks, so its acceptance is still run, on the parts' work together."""
+
+    split: Split
+
+    def parts_for(
+        self,
+        task: PlanTask,
+        history: list[PriorAttempt],
+        *,
+        taken: set[str],
+        log: Callable[[str, dict[str, object]], None],
+    ) -> tuple[list[PlanTask], Spend | None]:
+        failures = [f"attempt {h.attempt}: {first_line(h.failure)}" for h in history]
+        return stand_in_parts(task, self.split(task, failures), taken), None
+
+
+def stand_in_parts(parent: PlanTask, parts: list[PlanTask], taken: set[str]) -> list[PlanTask]:
+    """``parts`` made fit to replace ``parent``; ProtocolError naming what does not fit."""
     if len(parts) < 2:
-        raise ProtocolError("split", f"at least 2 parts for {parent_id!r}, got {len(parts)}")
-    others = {t.id for t in plan.tasks if t.id != parent_id}
+        raise ProtocolError("split", f"at least 2 parts for {parent.id!r}, got {len(parts)}")
     for part in parts:
-        if part.id in others:
-            raise ProtocolError("split", f"part id {part.id!r} is already a task of the plan")
+        if part.id in taken:
+            raise ProtocolError("split", f"part id {part.id!r} is already a task of the run")
         outside = [s for s in part.scope if parent.scope and not in_scope(s, parent.scope)]
         if outside:
             raise ProtocolError(
-                "split", f"part {part.id!r} writes {outside[0]!r}, outside {parent_id}'s scope"
+                "split", f"part {part.id!r} writes {outside[0]!r}, outside {parent.id}'s scope"
             )
         if not any(isinstance(c, CommandCheck) for c in part.checks):
             raise ProtocolError("split", f"part {part.id!r} has no command check of its own")
-    order = merge_order(Plan(team=plan.team, tasks=parts))
+    order = merge_order(Plan(team="split", tasks=parts))
     last = order[-1]
     own = [c for c in parent.checks if isinstance(c, CommandCheck)]
     fixed: list[PlanTask] = []
     for part in parts:
-        update: dict[str, object] = {}
+        update: dict[str, object] = {"depends_on": [*parent.depends_on, *part.depends_on]}
         if not part.scope:
             update["scope"] = list(parent.scope)
         if part.id == last:
-            update["depends_on"] = list(dict.fromkeys([*part.depends_on, *order[:-1]]))
+            update["depends_on"] = list(dict.fromkeys([*update["depends_on"], *order[:-1]]))  # type: ignore[misc]
             update["checks"] = [*part.checks, *own]
         fixed.append(part.model_copy(update=update))
-    tasks: list[PlanTask] = []
-    for task in plan.tasks:
-        if task.id == parent_id:
-            tasks.extend(fixed)
-        elif parent_id in task.depends_on:
-            deps = [last if d == parent_id else d for d in task.depends_on]
-            tasks.append(task.model_copy(update={"depends_on": deps}))
-        else:
-            tasks.append(task)
-    data = plan.model_dump(exclude={"tasks"})
-    new = Plan.model_validate({**data, "tasks": [t.model_dump() for t in tasks]})
-    return new, last
+    return fixed

@@ -13,41 +13,71 @@ inbox as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
-from tenure.models import ModelError
-from tenure.protocol import CommandCheck, ConfigError, TaskResult, idempotency_key, to_dict
+from tenure.protocol import (
+    CommandCheck,
+    PlanTask,
+    PriorAttempt,
+    Spend,
+    TaskResult,
+    TenureError,
+    idempotency_key,
+    to_dict,
+)
 from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.leader import GO, HOLD, Admission, LeaderContext, LeaderHook
-from tenure.roles.planning import Artifact, Planner, PlanningFailed, references
+from tenure.roles.planning import Artifact, Planner, references
 from tenure.roles.register import Task
 from tenure.roles.register.spend import log_extra
 from tenure.verify import verify
 
-__all__ = ["STUCK", "SplitHook", "Splitter"]
+__all__ = ["STUCK", "EventSink", "SplitHook", "Splits", "Splitter"]
 
 STUCK = ("blocked", "failed", "cancelled")
+EventSink = Callable[[str, dict[str, object]], None]
+
+
+class Splits(Protocol):
+    """Anything that can split a task out of attempts into parts (ids ``<task>.<part>``).
+
+    Raises a ``TenureError`` saying why it cannot; ``Spend`` is what finding the
+    parts cost (a planner's model calls), or None."""
+
+    def parts_for(
+        self, task: PlanTask, history: list[PriorAttempt], *, taken: set[str], log: EventSink
+    ) -> tuple[list[PlanTask], Spend | None]: ...
 
 
 @dataclass
 class Splitter:
-    """What a split needs: the planner, the team's artifacts, where files are."""
+    """Splits with the LLM planner, grounded in the team's artifacts."""
 
     planner: Planner
     artifacts: list[Artifact] = field(default_factory=list)
     workdir: Path | None = None
     max_parts: int = 5
 
-    def artifacts_for(self, task: Task) -> list[Artifact]:
+    def parts_for(
+        self, task: PlanTask, history: list[PriorAttempt], *, taken: set[str], log: EventSink
+    ) -> tuple[list[PlanTask], Spend | None]:
+        failures = [h.failure for h in history]
+        planner = replace(self.planner, on_event=log)  # its calls go into the team's log
+        return planner.split(
+            task, failures, self.artifacts_for(task), taken=taken, max_parts=self.max_parts
+        )
+
+    def artifacts_for(self, task: PlanTask) -> list[Artifact]:
         """The team's artifacts, or else what the task itself was given."""
         if self.artifacts:
             return self.artifacts
         root = self.workdir or Path(".")
         out = []
-        for ref in references(task.spec.plan_task()):
+        for ref in references(task):
             if ref.startswith(("http://", "https://")):
                 out.append(Artifact(ref, "url"))
             elif (root / ref).is_dir():
@@ -62,7 +92,7 @@ class SplitHook(LeaderHook):
 
     name: ClassVar[str] = "split"
 
-    def __init__(self, splitter: Splitter | None = None) -> None:
+    def __init__(self, splitter: Splits | None = None) -> None:
         self.splitter = splitter
 
     def before_dispatch(self, ctx: LeaderContext, task: Task) -> Admission:
@@ -97,25 +127,19 @@ class SplitHook(LeaderHook):
         return acted
 
     def _split(
-        self, ctx: LeaderContext, splitter: Splitter, task: Task, failure: str, data: AttemptData
+        self, ctx: LeaderContext, splitter: Splits, task: Task, failure: str, data: AttemptData
     ) -> bool:
-        failures = [h.failure for h in data.history] or [failure]
+        history = data.history or [PriorAttempt(attempt=max(task.attempt, 1), status="failed", failure=failure)]
         taken = {t.task_id for t in ctx.tasks()}
-        planner = splitter.planner
-        sink, planner.on_event = planner.on_event, ctx.event
         try:
-            parts, spend = planner.split(
-                task.spec.plan_task(),
-                failures,
-                splitter.artifacts_for(task),
-                taken=taken,
-                max_parts=splitter.max_parts,
+            parts, spend = splitter.parts_for(
+                task.spec.plan_task(), history, taken=taken, log=ctx.event
             )
-        except (PlanningFailed, ModelError, ConfigError) as exc:
+        except TenureError as exc:
             ctx.event("task.split_failed", {"task_id": task.task_id, "reason": str(exc)[:500]})
-            return False
-        finally:
-            planner.on_event = sink
+            why = f"gave up after {task.used_attempts} attempts: {failure}; could not split: {exc}"
+            ctx.block(task, why, data=data)
+            return True
         for part in parts:
             spec = task.spec.model_copy(
                 update={
@@ -132,7 +156,9 @@ class SplitHook(LeaderHook):
             except Conflict:
                 continue  # registered a moment ago by this split's earlier try
         ids = [part.id for part in parts]
-        data = log_extra(data, "split", spend, task.attempt).with_(split_into=ids)
+        if spend is not None:
+            data = log_extra(data, "split", spend, task.attempt)
+        data = data.with_(split_into=ids)
         reason = f"split into {', '.join(ids)} after {task.used_attempts} attempts"
         ctx.register.move(task, "queued", assignee=None, data=data, reason=reason)
         ctx.event("task.split", {"task_id": task.task_id, "into": ids})

@@ -41,6 +41,8 @@ class LeaderConfig:
     duplicate_assignments: bool = False
     elect: bool = True
     trust: Trust | None = None  # judge models for the verification ladder
+    one_term: bool = False  # stop after the first term instead of campaigning again
+    release_on_exit: bool = True  # False: the caller releases the lease (after its own work)
 
 
 class Candidate:
@@ -51,6 +53,7 @@ class Candidate:
         plan: Plan | None = None,
         *,
         hooks: Sequence[LeaderHook] = (),
+        keeper: LeaseKeeper | None = None,
     ) -> None:
         self.store = store
         self.hooks = list(hooks)
@@ -61,7 +64,8 @@ class Candidate:
         self.team = config.team
         self.me = config.member_id
         self.memory = EpochMemory.for_member(config.state_dir, config.team, config.member_id)
-        self.keeper = LeaseKeeper(store, config.team, config.member_id, config.timing)
+        # a keeper given here may hold the lease already: the first term uses it
+        self.keeper = keeper or LeaseKeeper(store, config.team, config.member_id, config.timing)
         self.election = Election(store, self.keeper, backoff=config.election_backoff)
         self.heartbeat = MemberHeartbeat(
             store,
@@ -73,6 +77,8 @@ class Candidate:
             memory=self.memory,
         )
         self.terms = 0
+        self.stepped_down: str | None = None  # the last term lost the lease: why
+        self.failure: str | None = None  # the last term ended on an error: which
 
     def run(self, stop: threading.Event) -> Outcome:
         """Campaign and lead until the plan is finished (or ``stop`` is set)."""
@@ -83,19 +89,24 @@ class Candidate:
             while not stop.is_set():
                 if self._campaign() and self._lead(stop) == "finished":
                     return "finished"
+                if self.config.one_term and self.terms:
+                    break
                 stop.wait(self.config.poll_interval * 4)
             return "stopped"
         finally:
             stop.set()
             renewer.stop()
-            self.keeper.release()
+            if self.config.release_on_exit:
+                self.keeper.release()
             if self.config.elect:
                 self.heartbeat.stop(leave=True)
 
     def _campaign(self) -> bool:
         lease: Lease | None
         try:
-            if not self.config.elect:
+            if self.keeper.valid() and self.terms == 0:
+                lease = self.keeper.lease  # claimed by the caller before the first term
+            elif not self.config.elect:
                 lease = self.keeper.claim(at_least=self.memory.highest)
             else:
                 lease = self.election.try_lead(self.memory.highest)
@@ -137,9 +148,11 @@ class Candidate:
                 self.memory.observe(exc.current)  # the next claim starts above it
                 self.keeper.release()
             self.keeper.lost()
+            self.stepped_down = str(exc)
             self._event("leader.stepped_down", {"reason": str(exc)}, None)
         except TenureError as exc:
             self.keeper.lost()
+            self.failure = str(exc)
             self._event("leader.error", {"error": str(exc)}, None)
             time.sleep(self.config.poll_interval)
         return None

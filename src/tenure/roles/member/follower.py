@@ -172,15 +172,24 @@ class Follower:
         except TenureError as exc:
             self._event("follower.store_error", {"error": str(exc)})
 
+    def cancel_current(self) -> None:
+        """Stop the attempt in hand, if any (its executor sees ``ctx.cancelled``)."""
+        if self.current is not None:
+            self.cancelled.set()
+
     def _watch_cancel(self) -> None:
+        """Stop the attempt in hand once the register no longer holds it as this
+        member's: cancelled, or given up on by the leader (a deadline, a replan)."""
         env = self.current
         if env is None:
             return
         try:
-            if self.store.get_task(self.team, env.task_id).state == "cancelled":
-                self.cancelled.set()
+            task = self.store.get_task(self.team, env.task_id)
         except TenureError:
-            pass  # the next beat looks again
+            return  # the next beat looks again
+        ours = (task.attempt, task.assignee) == (env.attempt, self.me)
+        if task.state not in ("queued", "running") or not ours:
+            self.cancelled.set()
 
     def _event(self, kind: str, data: dict[str, Any]) -> None:
         try:

@@ -70,9 +70,12 @@ def find(store: Store, team: str, task_id: str) -> Task:
 
 def answer(store: Store, team: str, task_id: str, text: str) -> Answered:
     """Answer a waiting task: its Q&A gets the answer and it is re-queued with fresh
-    attempts; composite tasks above a nested team with nothing left waiting follow."""
+    attempts; composite tasks above a nested team with nothing left waiting follow.
+    A task that has not started yet (queued, e.g. behind a task that waits for a
+    person) may be answered ahead of time: its first attempt carries the answer."""
     task = find(store, team, task_id)
-    if task.state not in WAITING_STATES:
+    ahead = task.state == "queued" and not task.assignee  # not started: guidance ahead of time
+    if task.state not in WAITING_STATES and not ahead:
         raise ConfigError(f"task {task_id!r} is {task.state}, not waiting for an answer")
     qa = [*task.data.qa, Answer(question=task.data.question or task.reason, answer=text)]
     data = task.data.with_(qa=qa, attempt_base=task.attempt, question=None)
