@@ -341,3 +341,26 @@ def test_a_plan_file_path_is_loaded(tmp_path: Path) -> None:
     with tenure.open_store("memory://") as store:
         result = tenure.Team(tmp_path / "plan.yaml", executor="noop", store=store).run(30)
     assert result.team == "file" and result.ok
+
+
+# --- the examples use these names only -------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NOT_YET = {"coding-team"}  # coding teams have no names in ``tenure`` yet
+
+
+def test_the_examples_import_nothing_but_the_public_api() -> None:
+    import ast
+
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.py")):
+        if path.relative_to(EXAMPLES).parts[0] in NOT_YET:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.relative_to(EXAMPLES)}: {n}" for n in names if n.startswith("tenure.")]
+    assert found == []

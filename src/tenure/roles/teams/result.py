@@ -9,7 +9,7 @@ every task is done.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tenure.roles.register import OPEN_STATES, Task
@@ -32,7 +32,7 @@ class TaskOutcome:
     artifact: Any = None
     reason: str = ""
     question: str | None = None
-    spend: Totals | None = None  # model tokens, cost, calls and wall time of its attempts
+    spend: Totals = field(default_factory=Totals)  # model tokens, cost, calls, wall time
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class RunResult:
     outcome: RunOutcome
     tasks: Mapping[str, TaskOutcome]
     seconds: float = 0.0
-    spend: Totals | None = None  # the whole team's, planning and judges included
+    spend: Totals = field(default_factory=Totals)  # the whole team's: planning, judges too
 
     @property
     def ok(self) -> bool:
