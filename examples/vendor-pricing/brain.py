@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tenure.models import ChatMessage
+from tenure import ChatMessage
 
 HERE = Path(__file__).resolve().parent
 _PRICE = re.compile(r"^price:\s*(?:\$|USD\s*)?([0-9]+(?:\.[0-9]+)?)", re.IGNORECASE | re.MULTILINE)

@@ -13,6 +13,8 @@ for page in sorted(Path("vendors").glob("*.txt")):
     found = PRICE.search(page.read_text(encoding="utf-8"))
     expected[page.stem] = float(found.group(1)) if found else None
 
+if not Path("pricing.json").is_file():
+    sys.exit("pricing.json was not written")
 rows = json.loads(Path("pricing.json").read_text(encoding="utf-8"))
 got = {str(row["vendor"]).lower(): row["monthly_usd"] for row in rows}
 got = {k: (float(v) if v is not None else None) for k, v in got.items()}

@@ -20,20 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
-from rich.console import Console
-
-from tenure.console.state_cmds import team_table
-from tenure.coord import LeaseTiming
-from tenure.executors.llm import LLMExecutor
-from tenure.models import ENV_MODEL, Model, ScriptedModel, check_reachable, open_model
-from tenure.protocol import TenureError, load_plan
-from tenure.roles.features.split import Splitter
-from tenure.roles.planning.planner import Planner, artifacts_from
-from tenure.roles.teams.local import LocalTeam
-from tenure.store import open_store
+import tenure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -44,15 +33,12 @@ GOAL = (
     "(vendor, plan, monthly_usd, currency), every number sourced."
 )
 TEAM = "vendor-pricing"
-console = Console(highlight=False, width=110)
 
 
-def choose_model() -> Model:
-    if os.environ.get(ENV_MODEL):
-        model = open_model()  # one clear line if a setting is wrong
-        check_reachable(model)
-        return model
-    return ScriptedModel(brain.respond, name="vendor-pricing-brain")
+def choose_model() -> tenure.Model:
+    if os.environ.get("TENURE_MODEL"):
+        return tenure.open_model()  # one clear line if a setting is wrong
+    return tenure.ScriptedModel(brain.respond, name="vendor-pricing-brain")
 
 
 def prepare(workdir: Path) -> None:
@@ -60,7 +46,9 @@ def prepare(workdir: Path) -> None:
     shutil.copytree(HERE / "vendors", workdir / "vendors", dirs_exist_ok=True)
     for name in ("plan.yaml", "check.py"):
         shutil.copy(HERE / name, workdir / name)
+    # a new run each time, also in a directory an earlier run used
     (workdir / "pricing.json").unlink(missing_ok=True)
+    shutil.rmtree(workdir / ".tenure", ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,37 +61,42 @@ def main(argv: list[str] | None = None) -> int:
     prepare(workdir)
     try:
         model = choose_model()
-        artifacts = artifacts_from(["vendors/"], workdir)
-        planner = Planner(model)
+        artifacts = tenure.artifacts_from(["vendors/"], workdir)
+        planner = tenure.Planner(model)
         if args.fixed_plan:
-            plan = load_plan(workdir / "plan.yaml")
+            plan = tenure.load_plan(workdir / "plan.yaml")
         else:
             plan = planner.plan(GOAL, artifacts, team=TEAM)
-    except TenureError as exc:
-        console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
-        return 1
-    console.print(f"model: {model.provider}:{model.name}; {len(plan.tasks)} tasks; in {workdir}")
-    with open_store(f"sqlite:///{workdir / '.tenure' / 'state.db'}") as store:
-        team = LocalTeam(
-            store,
+        print(f"model: {model.provider}:{model.name}; {len(plan.tasks)} tasks; in {workdir}")
+        team = tenure.Team(
             plan,
-            LLMExecutor(model),
+            executor=tenure.LLMExecutor(model),
+            store=f"sqlite:///{workdir / '.tenure' / 'state.db'}",
             workers=args.workers,
-            timing=LeaseTiming(ttl=10.0),
-            state_dir=workdir / ".tenure",
             workdir=workdir,
-            splitter=Splitter(planner, artifacts, workdir=workdir),
+            ttl=10.0,
+            splitter=tenure.Splitter(planner, artifacts, workdir=workdir),
         )
-        stop = threading.Event()
-        outcome = team.run(stop)
-        console.print(team_table(store, TEAM))  # its caption has the team's spend
-        tasks = store.tasks(TEAM)
+        result = team.run()
+    except tenure.TenureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    summary(result)
     check = subprocess.run(
         [sys.executable, "check.py"], cwd=workdir, capture_output=True, text=True
     )
-    console.print((check.stdout or check.stderr).strip(), markup=False)
-    done = all(t.state == "done" for t in tasks)
-    return 0 if outcome == "finished" and done and check.returncode == 0 else 3
+    print((check.stdout or check.stderr).strip())
+    return 0 if result.ok and check.returncode == 0 else 3
+
+
+def summary(result: tenure.RunResult) -> None:
+    """One line per task, then what the team's models spent."""
+    for task_id, task in result.tasks.items():
+        spent = f"{task.spend.tokens} tokens"
+        print(f"  {task_id:<16} {task.state:<8} {task.attempts} attempt(s)  {spent:<12}  {task.reason[:50]}")
+    spend = result.spend
+    print(f"spend: {spend.tokens} tokens, ${spend.cost_usd:.4f} in {spend.calls} call(s)")
+    print(result)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,25 @@ def test_the_example_runs_as_written_with_scripted_models(tmp_path: Path) -> Non
     assert prices(tmp_path) == EXPECTED
 
 
+def test_the_example_runs_twice_in_one_directory(tmp_path: Path) -> None:
+    """A second run in the same --workdir starts afresh: no leftover register or file."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TENURE_", "OPENAI", "ANTHROPIC"))
+    }
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLE / "run.py"), "--workdir", str(tmp_path), "--fixed-plan"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        assert "vendor-pricing: done (6 done)" in proc.stdout
+        assert prices(tmp_path) == EXPECTED
+
+
 def test_the_fixed_plan_is_the_plan_the_scripted_planner_makes(tmp_path: Path) -> None:
     run = load("run")
     assert run.main(["--workdir", str(tmp_path / "a"), "--fixed-plan"]) == 0

@@ -322,6 +322,16 @@ def test_the_nested_example_plan_loads() -> None:
     ]
 
 
+def test_the_nested_example_runs_twice_in_one_directory(tmp_path: Path) -> None:
+    """As its README runs it; the second run finds every task done and says so."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "nested-teams" / "plan.yaml"
+    for _ in range(2):
+        result = cli(tmp_path, "run", str(path), "--store", "sqlite:///nested.db", "--workers", "2")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Traceback" not in result.stdout + result.stderr
+        assert "acme/research: 4 done" in result.stdout
+
+
 class Spending(Counting):
     """Each child task reports model spend; the parent's tasks report none."""
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
-from tenure.store import Event, Store, open_store
-from tenure.verify.decisions import DECISION_EVENT, VERDICT_EVENT
+from tenure.roles.teams.reading import DecisionRecord, decision_events, read_decision
+from tenure.store import Store, open_store
 
-KINDS = (VERDICT_EVENT, DECISION_EVENT)
 _OUTCOME_STYLE = {
     "passed": "green",
     "failed": "red",
@@ -24,30 +23,6 @@ _OUTCOME_STYLE = {
     "undecided": "yellow",
     "abstained": "dim",
 }
-
-
-def decision_events(store: Store, team: str | None, task_id: str | None) -> list[Event]:
-    """Verdict and decision events, oldest first; with ``task_id``, that task's and its
-    quorum voters' (``<task>.q<round>.v<i>``)."""
-    found: list[Event] = []
-    after = 0
-    while True:
-        page = store.events(team, after=after, limit=1000)
-        if not page:
-            return found
-        after = page[-1].seq
-        for event in page:
-            if event.kind in KINDS and (task_id is None or _about(event.data, task_id)):
-                found.append(event)
-
-
-def _about(data: dict[str, Any], task_id: str) -> bool:
-    subject = str(data.get("task_id", ""))
-    return (
-        subject == task_id
-        or data.get("replica_of") == task_id
-        or subject.startswith(f"{task_id}.q")
-    )
 
 
 @app.command()
@@ -81,50 +56,45 @@ def decisions(
         what = f"task {task_id!r}" if task_id else "this store"
         out.print(f"no verdicts or tie-breaks logged for {what} yet")
         return
-    out.print(decision_table(events, title=f"decisions — {task_id or team or 'all teams'}"))
-    warnings = sorted({w for e in events for w in e.data.get("warnings", [])})
-    for warning in warnings:
+    records = [read_decision(e) for e in events]
+    out.print(decision_table(records, title=f"decisions — {task_id or team or 'all teams'}"))
+    for warning in sorted({w for r in records for w in r.warnings}):
         out.print(f"[bold yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
-def decision_table(events: list[Event], *, title: str) -> Table:
+def decision_table(records: list[DecisionRecord], *, title: str) -> Table:
     table = Table(title=title, title_justify="left", show_lines=True)
     for column in ("#", "time", "task", "what", "outcome", "details"):
         table.add_column(column, overflow="fold")
-    for event in events:
-        data = event.data
-        when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S")
-        if event.kind == VERDICT_EVENT:
-            what = f"verdict: [bold]{escape(str(data.get('check')))}[/] check"
-            outcome = "passed" if data.get("passed") else "failed"
-            if data.get("escalated"):
-                outcome = "escalated"
+    for record in records:
+        when = datetime.fromtimestamp(record.at, UTC).strftime("%H:%M:%S")
+        outcome = record.outcome
+        if record.kind == "verdict":
+            what = f"verdict: [bold]{escape(record.subject)}[/] check"
         else:
-            stage = str(data.get("stage", "tie-break"))
+            stage = str(record.stage)
             label = {"count": "quorum count", "authority": "claim vs check"}.get(stage, stage)
             what = (
-                f"{label}: [bold]{escape(str(data.get('decision')))}[/]\n"
-                f"policy {escape(str(data.get('policy')))}"
+                f"{label}: [bold]{escape(record.subject)}[/]\n"
+                f"policy {escape(str(record.policy))}"
             )
-            outcome = str(data.get("outcome", "?"))
-            if data.get("winner"):
-                outcome += f"\n{data['winner']}"
-        style = _OUTCOME_STYLE.get(outcome.split("\n", 1)[0], "")
+            if record.winner:
+                outcome += f"\n{record.winner}"
+        style = _OUTCOME_STYLE.get(record.outcome, "")
         table.add_row(
-            str(event.seq),
+            str(record.seq),
             when,
-            escape(str(data.get("task_id", "-"))),
+            escape(record.task_id or "-"),
             what,
             f"[{style}]{escape(outcome)}[/]" if style else escape(outcome),
-            _details(data),
+            _details(record),
         )
     return table
 
 
-def _details(data: dict[str, Any]) -> str:
+def _details(record: DecisionRecord) -> str:
     lines = []
-    inputs = data.get("inputs") or []
-    for item in inputs[:8]:
+    for item in record.inputs[:8]:
         if isinstance(item, dict):
             who = ", ".join(str(item[k]) for k in ("member", "model") if item.get(k) is not None)
             extra = f" ({who})" if who else ""
@@ -132,15 +102,15 @@ def _details(data: dict[str, Any]) -> str:
             lines.append(f"in: {escape(str(item.get('ref')))}{escape(extra)}{escape(answer)}")
         else:
             lines.append(f"in: {escape(str(item))}")
-    for step in data.get("steps", []):
+    for step in record.data.get("steps", []):
         winner = f" {step['winner']}" if step.get("winner") else ""
         lines.append(
             f"step {escape(str(step.get('policy')))}: {escape(str(step.get('outcome')))}"
             f"{escape(winner)} — {escape(str(step.get('reason', ''))[:160])}"
         )
-    lines.append(f"why: {escape(str(data.get('reason', '')))}")
-    for warning in data.get("warnings", []):
-        lines.append(f"[yellow]⚠ {escape(str(warning))}[/]")
+    lines.append(f"why: {escape(record.reason)}")
+    for warning in record.warnings:
+        lines.append(f"[yellow]⚠ {escape(warning)}[/]")
     return "\n".join(lines)
 
 

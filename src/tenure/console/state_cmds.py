@@ -13,8 +13,9 @@ from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
 from tenure.console.tree import subtree, team_tree_table
-from tenure.roles.register import Task, read_task
+from tenure.roles.register import Task
 from tenure.roles.register import spend as budget
+from tenure.roles.teams import reading
 from tenure.store import Store, open_store
 
 _STATE_ORDER = {
@@ -62,7 +63,7 @@ def team_table(store: Store, team: str) -> Table:
         title_justify="left",
         caption_justify="left",
     )
-    tasks = [read_task(r) for r in store.tasks(team)]
+    tasks = reading.tasks(store, team)
     # model work: show what it cost (a team of scripts or commands records no tokens)
     spent = any(e.calls or e.cost_usd for t in tasks for e in t.data.spend_log)
     columns = ("task", "state", "attempt", "assignee", "age", *(("spend",) * spent), "reason")

@@ -7,8 +7,9 @@ those before it):
 - ``planning``: the LLM planner and the rules a plan must keep;
 - ``leader``: the conductor, the reviewer and its ladder, the hook points;
 - ``features``: leader features as hooks (budgets, quorum, split, nested teams);
-- ``teams``: teams assembled from those (a leader with the features, local mode,
-  queue mode, sub-leaders, the operator's inbox);
+- ``teams``: teams assembled from those (a leader with the features, local mode and
+  ``Team``, its Python API, queue mode, sub-leaders, the operator's inbox, the
+  readers of a team's state);
 - ``coding``: coding-agent teams on the same runtime, laid out as files in git.
 """
 

@@ -115,7 +115,9 @@ def requeue_ancestors(store: Store, team: str, task_id: str) -> list[tuple[str, 
     return requeued
 
 
-def cancel(store: Store, team: str, task_id: str, reason: str) -> Task:
+def cancel(
+    store: Store, team: str, task_id: str, reason: str = "cancelled by operator"
+) -> Task:
     """Cancel a task; the member running it is told to stop (it also sees the
     cancelled state on its next heartbeat)."""
     task = find(store, team, task_id)
