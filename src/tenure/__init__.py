@@ -23,7 +23,9 @@ inside the package (those modules may move; these names stay)::
   ``make_result``, ``failed``;
 - models: ``LLMExecutor``, ``Model``, ``ChatMessage``, ``ScriptedModel``, ``open_model``,
   ``Planner``, ``Splitter``, ``artifacts_from``, ``Trust``;
-- leader hooks: ``LeaderHook``, ``LeaderContext``;
+- leader hooks: ``LeaderHook``, ``LeaderContext`` and what they answer with (``GO``,
+  ``HOLD``, ``Stop``, ``Dispatch``, ``Review``), a task's ``AttemptData``;
+- coding-agent teams: ``CodingLeader``, ``CodingConfig``, ``CodingOutcome``, ``AgentCLI``;
 - errors: ``TenureError`` and ``ProtocolError``, ``ConfigError``, ``StoreError``,
   ``StoreUnavailable``, ``StaleEpoch``, ``LeaseLost``, ``Conflict``, ``NotFound``,
   ``ModelError``.
@@ -42,6 +44,7 @@ from tenure.executors import (
     make_result,
     resolve_executor,
 )
+from tenure.executors.agent_cli import AgentCLI
 from tenure.executors.llm import LLMExecutor
 from tenure.models import ChatMessage, Model, ModelError, ScriptedModel, open_model
 from tenure.protocol import (
@@ -61,8 +64,19 @@ from tenure.protocol import (
     load_plan,
     parse_plan,
 )
+from tenure.protocol.taskspec import AttemptData
+from tenure.roles.coding import CodingConfig, CodingLeader, CodingOutcome
 from tenure.roles.features import Splitter
-from tenure.roles.leader import LeaderConfig, LeaderContext, LeaderHook
+from tenure.roles.leader import (
+    GO,
+    HOLD,
+    Dispatch,
+    LeaderConfig,
+    LeaderContext,
+    LeaderHook,
+    Review,
+    Stop,
+)
 from tenure.roles.member import Follower, FollowerConfig
 from tenure.roles.planning import Planner, artifacts_from
 from tenure.roles.register import Task
@@ -93,10 +107,18 @@ def _version() -> str:
 __version__ = _version()
 
 __all__ = [
+    "GO",
+    "HOLD",
+    "AgentCLI",
+    "AttemptData",
     "ChatMessage",
+    "CodingConfig",
+    "CodingLeader",
+    "CodingOutcome",
     "CommandExecutor",
     "ConfigError",
     "Conflict",
+    "Dispatch",
     "Executor",
     "Follower",
     "FollowerConfig",
@@ -116,11 +138,13 @@ __all__ = [
     "ProtocolError",
     "PythonExecutor",
     "QueueWorker",
+    "Review",
     "RunResult",
     "ScriptedExecutor",
     "ScriptedModel",
     "Splitter",
     "StaleEpoch",
+    "Stop",
     "Store",
     "StoreError",
     "StoreUnavailable",
