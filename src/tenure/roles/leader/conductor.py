@@ -46,54 +46,30 @@ class Conductor(Judging):
         duplicate: bool = False,
         trust: Trust | None = None,
     ) -> None:
-        self._store = store
-        self._team = team
-        self._me = me
+        self.store = store
+        self.team = team
+        self.me = me
         self._epoch = epoch
-        self._workdir = workdir
-        self._trust = trust if trust is not None else Trust()
+        self.workdir = workdir
+        self.trust = trust if trust is not None else Trust()
         self.stale_grace = stale_grace
         self.hooks = Hooks(hooks)
         self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
-        self._register = Register(store, team, epoch)
+        self.register = Register(store, team, epoch)
         self.view = RegisterView(store, team)
         self.reviewer = Reviewer(self, self.hooks)
         self._idle_view: list[Task] | None = None
 
     # --- the context hooks see ----------------------------------------------------------
 
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def team(self) -> str:
-        return self._team
-
-    @property
-    def me(self) -> str:
-        return self._me
-
-    @property
-    def register(self) -> Register:
-        return self._register
-
-    @property
-    def trust(self) -> Trust:
-        return self._trust
-
-    @property
-    def workdir(self) -> Path | None:
-        return self._workdir
-
     def epoch(self) -> int:
         return self._epoch()
 
     def now(self) -> float:
-        return self._store.now()
+        return self.store.now()
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
-        self._store.append_event(self._team, kind, {"leader": self._me, **data}, epoch=self.epoch())
+        self.store.append_event(self.team, kind, {"leader": self.me, **data}, epoch=self.epoch())
 
     def tasks(self) -> list[Task]:
         return self.view.tasks()
@@ -101,7 +77,7 @@ class Conductor(Judging):
     def workers(self) -> dict[str, Member]:
         return {
             m.member_id: m
-            for m in self._store.members(self._team)
+            for m in self.store.members(self.team)
             if WORK_CAPABILITY in m.capabilities
         }
 
@@ -112,7 +88,7 @@ class Conductor(Judging):
         if plan is None:
             return
         self.hooks.check_options(plan)
-        register_plan(self._register, plan, {t.task_id for t in self.view.tasks()})
+        register_plan(self.register, plan, {t.task_id for t in self.view.tasks()})
 
     def adopt(self) -> None:
         """Rebuild from the register after an election: resend, re-review or requeue."""
@@ -149,8 +125,8 @@ class Conductor(Judging):
         return busy
 
     def drain(self, batch: int = 32) -> bool:
-        deliveries = self._store.receive(
-            self._team, LEADER_QUEUE, consumer=self._me, visibility_timeout=10.0, max_messages=batch
+        deliveries = self.store.receive(
+            self.team, LEADER_QUEUE, consumer=self.me, visibility_timeout=10.0, max_messages=batch
         )
         for delivery in deliveries:
             self.epoch()  # a leader past its deadline handles nothing more
@@ -160,7 +136,7 @@ class Conductor(Judging):
                 raise  # unacked: the next leader gets this message
             except TenureError as exc:
                 self.event("leader.bad_message", {"id": delivery.message_id, "error": str(exc)})
-            self._store.ack(self._team, LEADER_QUEUE, delivery.message_id)
+            self.store.ack(self.team, LEADER_QUEUE, delivery.message_id)
         return bool(deliveries)
 
     def _on_message(self, payload: dict[str, Any]) -> None:
@@ -223,9 +199,9 @@ class Conductor(Judging):
         """A member that has seen a higher epoch than ours means the store forgot
         (e.g. a Redis restart): our authority is stale, step down and claim above it."""
         epoch = self.epoch()
-        highest = max((m.highest_epoch for m in self._store.members(self._team)), default=0)
+        highest = max((m.highest_epoch for m in self.store.members(self.team)), default=0)
         if highest > epoch:
-            raise StaleEpoch(self._team, epoch, highest)
+            raise StaleEpoch(self.team, epoch, highest)
 
     def dispatch_ready(self, tasks: list[Task] | None = None) -> bool:
         """Send every queued task whose dependencies are done to an idle worker."""
@@ -271,7 +247,7 @@ class Conductor(Judging):
         plan = Dispatch(task, worker, base, new=True)
         self.hooks.on_dispatch(self, plan)
         try:
-            record = self._register.move(
+            record = self.register.move(
                 task, "queued", assignee=worker, attempt=task.attempt + 1, data=plan.data
             )
         except Conflict:
@@ -289,7 +265,7 @@ class Conductor(Judging):
     def _send(self, task: Task, plan: Dispatch) -> None:
         deps = {}
         for dep in task.spec.depends_on:
-            result = self._store.get_task(self._team, dep).result or {}
+            result = self.store.get_task(self.team, dep).result or {}
             deps[dep] = result.get("artifact")
         try:
             envelope = envelope_for(

@@ -149,41 +149,19 @@ class _QueueReview(Judging):
 
     def __init__(self, worker: QueueWorker) -> None:
         self.worker = worker
-        self._register = Register(worker.store, worker.team, lambda: QUEUE_EPOCH)
-        self._trust = worker.trust or Trust()
+        self.store, self.team, self.me = worker.store, worker.team, worker.member_id
+        self.register = Register(worker.store, worker.team, lambda: QUEUE_EPOCH)
+        self.trust = worker.trust or Trust()
+        self.workdir = worker.workdir
         self.reviewer = Reviewer(self, Hooks([BudgetHook()]))
 
     def take(self, result: TaskResult) -> None:
         self.reviewer.on_result(result)
-        after = self._register.get(result.task_id)
+        after = self.register.get(result.task_id)
         if after.state == "queued" and not after.assignee:
-            enqueue_attempt(self._register, self.worker.mailbox, after)
+            enqueue_attempt(self.register, self.worker.mailbox, after)
 
     # --- the LeaderContext the reviewer and its hooks see --------------------------------
-
-    @property
-    def store(self) -> Store:
-        return self.worker.store
-
-    @property
-    def team(self) -> str:
-        return self.worker.team
-
-    @property
-    def me(self) -> str:
-        return self.worker.member_id
-
-    @property
-    def register(self) -> Register:
-        return self._register
-
-    @property
-    def trust(self) -> Trust:
-        return self._trust
-
-    @property
-    def workdir(self) -> Path | None:
-        return self.worker.workdir
 
     def epoch(self) -> int:
         return QUEUE_EPOCH
@@ -195,13 +173,13 @@ class _QueueReview(Judging):
         self.worker.event(kind, data)
 
     def tasks(self) -> list[Task]:
-        return self._register.tasks()
+        return self.register.tasks()
 
     def workers(self) -> dict[str, Member]:
         return {}  # nobody is dispatched to in queue mode
 
     def dispatch(self, task: Task, worker: str, data: AttemptData | None = None) -> bool:
-        enqueue_attempt(self._register, self.worker.mailbox, task)
+        enqueue_attempt(self.register, self.worker.mailbox, task)
         return True
 
     def send(self, task: Task) -> None:
