@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError
+from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StoreError
 from tenure.store import Store
 
 from ._support import OTHER_TEAM, SHORT_TTL, TEAM, wait_out
@@ -207,3 +207,41 @@ def test_teams_have_separate_leases_and_epochs(store: Store) -> None:
     assert store.current_epoch(TEAM) == 11
     assert store.current_epoch(OTHER_TEAM) == 1
     assert sorted(store.teams()) == sorted([TEAM, OTHER_TEAM])
+
+
+# --- epoch bounds: no member can push a team toward the end of its epoch space ----------
+
+
+def test_an_epoch_past_the_exact_integer_limit_is_refused_before_it_is_written(
+    store: Store,
+) -> None:
+    from tenure.protocol.envelope import MAX_EPOCH
+
+    with pytest.raises(ProtocolError, match="highest_epoch"):
+        store.join(TEAM, "m", ttl=30, highest_epoch=2**63)
+    assert store.members(TEAM) == []
+    store.create_task(TEAM, "t", epoch=0, spec={"goal": "g"})
+    with pytest.raises(ProtocolError, match="epoch"):
+        store.transition(TEAM, "t", epoch=MAX_EPOCH + 1, expect=["queued"], to="running")
+    assert store.get_task(TEAM, "t").state == "queued"
+    with pytest.raises(ProtocolError, match="at_least"):
+        store.claim_lease(TEAM, "lead", 30, at_least=-1)
+
+
+def test_a_members_reported_epoch_lifts_a_claim_only_so_far(store: Store) -> None:
+    from tenure.protocol.envelope import MAX_EPOCH_JUMP
+
+    store.join(TEAM, "honest", ttl=30, highest_epoch=57)  # after a store loss: believed
+    store.join(TEAM, "pusher", ttl=30, highest_epoch=10**12)  # far beyond: ignored
+    assert store.claim_lease(TEAM, "lead", 30).epoch == 58
+    store.release_lease(TEAM, "lead", 58)
+    store.join(TEAM, "edge", ttl=30, highest_epoch=58 + MAX_EPOCH_JUMP)
+    assert store.claim_lease(TEAM, "lead", 30).epoch == 59 + MAX_EPOCH_JUMP
+
+
+def test_a_team_whose_epochs_are_used_up_refuses_a_claim(store: Store) -> None:
+    from tenure.protocol.envelope import MAX_EPOCH
+
+    with pytest.raises(StoreError, match="epochs are used up"):
+        store.claim_lease(TEAM, "lead", 30, at_least=MAX_EPOCH)
+    assert store.current_lease(TEAM) is None

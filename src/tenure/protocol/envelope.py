@@ -15,6 +15,8 @@ from tenure.protocol.ids import check_task_id
 
 JsonObject = dict[str, Any]
 ResultStatus = Literal["completed", "blocked", "refused", "failed"]
+MAX_EPOCH = 2**53 - 1  # exact in every backend (Redis' Lua numbers are doubles)
+MAX_EPOCH_JUMP = 1_000_000  # how far above the team's counter a member's report may lift a claim
 _ATTEMPT = re.compile(r"[1-9][0-9]*")
 
 
@@ -116,6 +118,19 @@ Check = Annotated[
 ]
 
 
+# --- signatures -----------------------------------------------------------------------
+
+
+class Signature(Strict):
+    """Who signed a body (``lead``, or a member id) and the Ed25519 signature, base64.
+
+    It covers the body without this field, with the team path, as canonical JSON
+    (``tenure.protocol.signing``); a receiver verifies it before acting."""
+
+    by: str = Field(min_length=1, max_length=128)
+    sig: str = Field(min_length=1, max_length=200)
+
+
 # --- budgets and spend ----------------------------------------------------------------
 
 
@@ -159,7 +174,7 @@ class TaskEnvelope(Strict):
 
     task_id: str
     idempotency_key: str
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=MAX_EPOCH)
     attempt: int = Field(ge=1)
     assigned_to: str = Field(min_length=1)
     deadline_seconds: float = Field(gt=0)
@@ -174,6 +189,7 @@ class TaskEnvelope(Strict):
     output_schema: JsonObject | None = None
     executor: str | None = None
     budget: Budget | None = None
+    signature: Signature | None = None  # the team's leadership's (``by: lead``)
 
     @field_validator("output_schema")
     @classmethod
@@ -254,7 +270,7 @@ class TaskResult(Strict):
 
     task_id: str
     idempotency_key: str
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=MAX_EPOCH)
     status: ResultStatus
     artifact: Any = None
     notes: Notes = Field(default_factory=Notes)
@@ -263,6 +279,7 @@ class TaskResult(Strict):
     confidence: float | None = Field(default=None, ge=0, le=1)
     grounding: list[Grounding] = Field(default_factory=list)
     usage: Spend | None = None
+    signature: Signature | None = None  # the member that made it (``by: <member id>``)
 
     @field_validator("task_id")
     @classmethod

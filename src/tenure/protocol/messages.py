@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenure.protocol.envelope import Strict, TaskEnvelope, TaskResult, check_key
+from tenure.protocol.envelope import MAX_EPOCH, Strict, TaskEnvelope, TaskResult, check_key
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team, check_ulid, new_id
 from tenure.protocol.plan import PlanTask
@@ -41,12 +41,12 @@ class MemberJoin(Strict):
     member: str = Field(min_length=1)
     priority: int = 0
     capabilities: list[str] = Field(default_factory=list)
-    highest_epoch: int = Field(default=0, ge=0)
+    highest_epoch: int = Field(default=0, ge=0, le=MAX_EPOCH)
 
 
 class MemberHeartbeat(Strict):
     member: str = Field(min_length=1)
-    highest_epoch: int = Field(default=0, ge=0)
+    highest_epoch: int = Field(default=0, ge=0, le=MAX_EPOCH)
     running: list[str] = Field(default_factory=list)
 
 
@@ -119,7 +119,7 @@ class _Message(Strict):
     team: str
     sender: str = Field(alias="from", min_length=1)
     to: str = Field(min_length=1)
-    epoch: int | None = Field(default=None, ge=0)
+    epoch: int | None = Field(default=None, ge=0, le=MAX_EPOCH)
     ts: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @model_validator(mode="before")
@@ -145,7 +145,7 @@ class _Message(Strict):
 class _Fenced(_Message):
     """A state-changing message: it must carry the sender's epoch."""
 
-    epoch: int = Field(ge=0)
+    epoch: int = Field(ge=0, le=MAX_EPOCH)
 
 
 class _TaskMessage(_Fenced):

@@ -1,6 +1,13 @@
 """The state every member shares: leases, members, tasks, effects, messages, events."""
 
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, UNSET, Store, check_cas
+from tenure.store.base import (
+    DEFAULT_MAX_DELIVERIES,
+    UNSET,
+    Store,
+    check_cas,
+    check_epoch,
+    next_epoch,
+)
 from tenure.store.clock import ManualClock
 from tenure.store.records import (
     ALLOWED_TRANSITIONS,
@@ -33,6 +40,8 @@ __all__ = [
     "TaskRecord",
     "TaskState",
     "check_cas",
+    "check_epoch",
     "default_url",
+    "next_epoch",
     "open_store",
 ]

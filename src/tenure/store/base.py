@@ -36,7 +36,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from tenure.protocol.errors import Conflict
+from tenure.protocol.envelope import MAX_EPOCH, MAX_EPOCH_JUMP
+from tenure.protocol.errors import Conflict, ProtocolError, StoreError
 from tenure.store.records import (
     ALLOWED_TRANSITIONS,
     Delivery,
@@ -302,3 +303,24 @@ def check_cas(
         raise Conflict(f"{where} is at version {current.version}, expected {version}")
     if to not in ALLOWED_TRANSITIONS[current.state]:
         raise Conflict(f"{where}: {current.state} -> {to} is not an allowed transition")
+
+
+def check_epoch(field: str, value: Any) -> int:
+    """An epoch as every backend stores it exactly: a whole number from 0 to ``MAX_EPOCH``
+    (2^53 - 1). Anything else is refused before it is written, naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EPOCH:
+        raise ProtocolError(field, f"a whole number from 0 to {MAX_EPOCH}, got {value!r}")
+    return value
+
+
+def next_epoch(team: str, counter: int, at_least: int, reported: Iterable[int]) -> int:
+    """The epoch of a new claim: one above the counter, ``at_least`` (the claimer's own
+    memory) and what live members report — but a member's report counts only up to
+    ``MAX_EPOCH_JUMP`` above the other two, so a member cannot push a team's epochs
+    toward the end of the epoch space. ``StoreError`` once that space is used up."""
+    base = max(counter, at_least)
+    honest = [r for r in reported if r <= base + MAX_EPOCH_JUMP]
+    epoch = max([base, *honest]) + 1
+    if epoch > MAX_EPOCH:
+        raise StoreError(f"team {team!r}: its epochs are used up (the limit is {MAX_EPOCH})")
+    return epoch

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.protocol import Plan, TenureError, idempotency_key, parse_message
+from tenure.protocol.envelope import MAX_EPOCH_JUMP
 from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.leader.hooks import HOLD, Dispatch, Hooks, LeaderHook, Stop
@@ -59,6 +60,7 @@ class Conductor(Judging):
         self.view = RegisterView(store, team)
         self.reviewer = Reviewer(self, self.hooks)
         self._idle_view: list[Task] | None = None
+        self._doubted: dict[str, int] = {}  # members whose reported epoch was not believed
 
     # --- the context hooks see ----------------------------------------------------------
 
@@ -197,11 +199,24 @@ class Conductor(Judging):
 
     def _check_members_epochs(self) -> None:
         """A member that has seen a higher epoch than ours means the store forgot
-        (e.g. a Redis restart): our authority is stale, step down and claim above it."""
+        (e.g. a Redis restart): our authority is stale, step down and claim above it.
+        A report far beyond any epoch this team can have reached is not believed: a
+        member cannot push its team's epochs toward the end of their space."""
         epoch = self.epoch()
-        highest = max((m.highest_epoch for m in self.store.members(self.team)), default=0)
+        believed = []
+        for member in self.store.members(self.team):
+            if member.highest_epoch > epoch + MAX_EPOCH_JUMP:
+                self._implausible(member.member_id, member.highest_epoch)
+            else:
+                believed.append(member.highest_epoch)
+        highest = max(believed, default=0)
         if highest > epoch:
             raise StaleEpoch(self.team, epoch, highest)
+
+    def _implausible(self, member: str, reported: int) -> None:
+        if self._doubted.get(member) != reported:
+            self._doubted[member] = reported
+            self.event("security.epoch_refused", {"member": member, "reported": reported})
 
     def dispatch_ready(self, tasks: list[Task] | None = None) -> bool:
         """Send every queued task whose dependencies are done to an idle worker."""

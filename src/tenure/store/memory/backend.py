@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TypeGuard
 
 from tenure.protocol.errors import Conflict, LeaseLost, NotFound
+from tenure.store.base import check_epoch, next_epoch
 from tenure.store.memory.core import MemoryBase, positive
 from tenure.store.memory.messages import MessagesMixin
 from tenure.store.memory.register import RegisterMixin
@@ -26,6 +27,7 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
 
     def claim_lease(self, team: str, holder: str, ttl: float, *, at_least: int = 0) -> Lease:
         positive("ttl", ttl)
+        check_epoch("at_least", at_least)
         with self.memory.lock:
             now = self.now()
             state = self.memory.team(team)
@@ -35,13 +37,14 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
                     f"team {team!r}: lease held by {held.holder!r} at epoch {held.epoch}"
                 )
             reported = [m.highest_epoch for m in state.members.values() if m.expires_at > now]
-            epoch = max(state.epoch, at_least, *reported) + 1
+            epoch = next_epoch(team, state.epoch, at_least, reported)
             lease = Lease(team, holder, epoch, now + ttl, ttl)
             state.epoch, state.lease = epoch, lease
             self._event(team, "lease.claimed", {"holder": holder, "ttl": ttl}, epoch, at=now)
             return lease
 
     def renew_lease(self, team: str, holder: str, epoch: int, ttl: float) -> Lease:
+        check_epoch("epoch", epoch)
         positive("ttl", ttl)
         with self.memory.lock:
             now = self.now()
@@ -55,6 +58,7 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
             return state.lease
 
     def release_lease(self, team: str, holder: str, epoch: int) -> bool:
+        check_epoch("epoch", epoch)
         with self.memory.lock:
             state = self.memory.team(team)
             held = state.lease
@@ -85,6 +89,7 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
         capabilities: Iterable[str] = (),
         highest_epoch: int = 0,
     ) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         positive("ttl", ttl)
         caps = tuple(sorted(set(capabilities)))
         with self.memory.lock:
@@ -105,6 +110,7 @@ class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):
             return member
 
     def heartbeat(self, team: str, member_id: str, *, ttl: float, highest_epoch: int = 0) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         positive("ttl", ttl)
         with self.memory.lock:
             now = self.now()

@@ -6,7 +6,7 @@ from bisect import bisect_right
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
 from tenure.store.memory.core import MemoryBase, dumps, loads, positive
 from tenure.store.memory.state import EventRow, MessageRow
 from tenure.store.records import Delivery, Event
@@ -93,6 +93,8 @@ class MessagesMixin(MemoryBase):
     def append_event(
         self, team: str, kind: str, data: dict[str, Any], *, epoch: int | None = None
     ) -> int:
+        if epoch is not None:
+            check_epoch("epoch", epoch)
         with self.memory.lock:
             return self._event(team, kind, data, epoch, at=self.now())
 

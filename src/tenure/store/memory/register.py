@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
-from tenure.store.base import UNSET, check_cas
+from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.memory.core import MemoryBase, dumps, loads, positive
 from tenure.store.memory.state import EffectRow, TaskRow
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
@@ -25,6 +25,7 @@ class RegisterMixin(MemoryBase):
         spec: dict[str, Any],
         state: TaskState = "queued",
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         with self.memory.lock:
             self._fence(team, epoch)
             tasks = self.memory.team(team).tasks
@@ -52,6 +53,7 @@ class RegisterMixin(MemoryBase):
         data: Any = UNSET,
         spec: Any = UNSET,
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         expected = frozenset(expect)
         given = {
             k: v
@@ -102,6 +104,7 @@ class RegisterMixin(MemoryBase):
     def effect_begin(
         self, team: str, key: str, *, epoch: int, holder: str, claim_seconds: float
     ) -> EffectTicket:
+        check_epoch("epoch", epoch)
         positive("claim_seconds", claim_seconds)
         with self.memory.lock:
             self._fence(team, epoch)

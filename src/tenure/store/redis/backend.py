@@ -6,7 +6,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from tenure.protocol.errors import Conflict, LeaseLost, NotFound
+from tenure.protocol.envelope import MAX_EPOCH, MAX_EPOCH_JUMP
+from tenure.protocol.errors import Conflict, LeaseLost, NotFound, StoreError
+from tenure.store.base import check_epoch
 from tenure.store.records import Lease, Member
 from tenure.store.redis.core import RedisBase, at, dumps, micros
 from tenure.store.redis.messages import MessagesMixin
@@ -20,6 +22,7 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
 
     def claim_lease(self, team: str, holder: str, ttl: float, *, at_least: int = 0) -> Lease:
         ttl_us = micros("ttl", ttl)
+        check_epoch("at_least", at_least)
         reply = self._run(
             "claim_lease",
             team,
@@ -30,13 +33,18 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
                 repr(float(ttl)),
                 int(at_least),
                 dumps({"holder": holder, "ttl": ttl}),
+                MAX_EPOCH_JUMP,
+                MAX_EPOCH,
             ],
         )
         if reply[0] == "held":
             raise Conflict(f"team {team!r}: lease held by {reply[1]!r} at epoch {reply[2]}")
+        if reply[0] == "exhausted":
+            raise StoreError(f"team {team!r}: its epochs are used up (the limit is {MAX_EPOCH})")
         return Lease(team, holder, int(reply[1]), at(reply[2]), float(ttl))
 
     def renew_lease(self, team: str, holder: str, epoch: int, ttl: float) -> Lease:
+        check_epoch("epoch", epoch)
         ttl_us = micros("ttl", ttl)
         reply = self._run("renew_lease", team, [], [holder, int(epoch), ttl_us, repr(float(ttl))])
         if reply[0] != "ok":
@@ -44,6 +52,7 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
         return Lease(team, holder, epoch, at(reply[1]), float(ttl))
 
     def release_lease(self, team: str, holder: str, epoch: int) -> bool:
+        check_epoch("epoch", epoch)
         reply = self._run(
             "release_lease", team, [], [holder, int(epoch), dumps({"holder": holder})]
         )
@@ -72,6 +81,7 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
         capabilities: Iterable[str] = (),
         highest_epoch: int = 0,
     ) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         ttl_us = micros("ttl", ttl)
         caps = tuple(sorted(set(capabilities)))
         info = dumps({"priority": int(priority), "capabilities": list(caps)})
@@ -91,6 +101,7 @@ class RedisStore(MessagesMixin, RegisterMixin, RedisBase):
         return Member(team, member_id, int(priority), caps, high, at(now), at(now + ttl_us))
 
     def heartbeat(self, team: str, member_id: str, *, ttl: float, highest_epoch: int = 0) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         ttl_us = micros("ttl", ttl)
         reply = self._run(
             "heartbeat", team, self._member_keys(team), [member_id, ttl_us, int(highest_epoch)]

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from tenure.store.base import DEFAULT_MAX_DELIVERIES
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
 from tenure.store.records import Delivery, Event
 from tenure.store.redis.core import RedisBase, at, dumps, micros
 
@@ -103,6 +103,8 @@ class MessagesMixin(RedisBase):
     def append_event(
         self, team: str, kind: str, data: dict[str, Any], *, epoch: int | None = None
     ) -> int:
+        if epoch is not None:
+            check_epoch("epoch", epoch)
         reply = self._run(
             "append_event", team, [], [kind, "" if epoch is None else int(epoch), dumps(data)]
         )

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
-from tenure.store.base import UNSET, check_cas
+from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.redis.core import RedisBase, at, dumps, micros
 from tenure.store.redis.scripts import TASK_FIELDS
@@ -28,6 +28,7 @@ class RegisterMixin(RedisBase):
         spec: dict[str, Any],
         state: TaskState = "queued",
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         spec_json = dumps(spec)
         reply = self._run(
             "create_task",
@@ -71,6 +72,7 @@ class RegisterMixin(RedisBase):
         data: Any = UNSET,
         spec: Any = UNSET,
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         expected = frozenset(expect)
         changes = {
             "assignee": assignee,
@@ -141,6 +143,7 @@ class RegisterMixin(RedisBase):
     def effect_begin(
         self, team: str, key: str, *, epoch: int, holder: str, claim_seconds: float
     ) -> EffectTicket:
+        check_epoch("epoch", epoch)
         claim_us = micros("claim_seconds", claim_seconds)
         reply = self._run(
             "effect_begin",

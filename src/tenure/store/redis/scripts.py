@@ -57,16 +57,22 @@ end
 # --- lease ---------------------------------------------------------------------------
 
 # KEYS[6] member expiry zset, KEYS[7] member highest-epoch hash
-# ARGV: team, holder, ttl_us, ttl (as given), at_least, event json
+# ARGV: team, holder, ttl_us, ttl (as given), at_least, event json, max jump, max epoch
+# A member's reported epoch lifts the claim only up to max jump above counter and
+# at_least (as ``store.base.next_epoch`` does); past max epoch the space is used up.
 CLAIM_LEASE = """
 local holder, ttl, at_least = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
+local jump, limit = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cur = redis.call('HMGET', TEAM, 'epoch', 'holder', 'lease_epoch', 'expires')
 if cur[2] and tonumber(cur[4]) > NOW then return {'held', cur[2], cur[3]} end
-local top = math.max(tonumber(cur[1] or '0'), at_least)
+local base = math.max(tonumber(cur[1] or '0'), at_least)
+local top = base
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. int(NOW), '+inf')) do
-  top = math.max(top, tonumber(redis.call('HGET', KEYS[7], id) or '0'))
+  local reported = tonumber(redis.call('HGET', KEYS[7], id) or '0')
+  if reported <= base + jump then top = math.max(top, reported) end
 end
 local epoch = top + 1
+if epoch > limit then return {'exhausted'} end
 local expires = NOW + ttl
 redis.call('HSET', TEAM, 'epoch', int(epoch), 'holder', holder, 'lease_epoch', int(epoch),
   'expires', int(expires), 'ttl', ARGV[4])

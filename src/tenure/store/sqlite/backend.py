@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 
 from tenure.protocol.errors import Conflict, LeaseLost, NotFound
+from tenure.store.base import check_epoch, next_epoch
 from tenure.store.records import Lease, Member
 from tenure.store.sqlite.core import SQLiteBase, positive
 from tenure.store.sqlite.messages import MessagesMixin
@@ -19,6 +20,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
 
     def claim_lease(self, team: str, holder: str, ttl: float, *, at_least: int = 0) -> Lease:
         positive("ttl", ttl)
+        check_epoch("at_least", at_least)
         with self.db.write() as cur:
             now = self.now()
             row = self._team_row(cur, team)
@@ -27,11 +29,10 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
                     f"team {team!r}: lease held by {row['holder']!r} at epoch {row['lease_epoch']}"
                 )
             reported = cur.execute(
-                "SELECT COALESCE(MAX(highest_epoch), 0) FROM members"
-                " WHERE team = ? AND expires_at > ?",
+                "SELECT highest_epoch FROM members WHERE team = ? AND expires_at > ?",
                 (team, now),
-            ).fetchone()[0]
-            epoch = max(row["epoch"], at_least, reported) + 1
+            ).fetchall()
+            epoch = next_epoch(team, row["epoch"], at_least, [r[0] for r in reported])
             cur.execute(
                 "UPDATE teams SET epoch = ?, holder = ?, lease_epoch = ?, expires_at = ?, ttl = ?"
                 " WHERE team = ?",
@@ -41,6 +42,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
             return Lease(team, holder, epoch, now + ttl, ttl)
 
     def renew_lease(self, team: str, holder: str, epoch: int, ttl: float) -> Lease:
+        check_epoch("epoch", epoch)
         positive("ttl", ttl)
         with self.db.write() as cur:
             now = self.now()
@@ -56,6 +58,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
             return Lease(team, holder, epoch, now + ttl, ttl)
 
     def release_lease(self, team: str, holder: str, epoch: int) -> bool:
+        check_epoch("epoch", epoch)
         with self.db.write() as cur:
             released = cur.execute(
                 "UPDATE teams SET holder = NULL, lease_epoch = NULL, expires_at = NULL"
@@ -93,6 +96,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
         capabilities: Iterable[str] = (),
         highest_epoch: int = 0,
     ) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         positive("ttl", ttl)
         caps = tuple(sorted(set(capabilities)))
         with self.db.write() as cur:
@@ -117,6 +121,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
             return Member(team, member_id, priority, caps, highest_epoch, now, now + ttl)
 
     def heartbeat(self, team: str, member_id: str, *, ttl: float, highest_epoch: int = 0) -> Member:
+        check_epoch("highest_epoch", highest_epoch)
         positive("ttl", ttl)
         with self.db.write() as cur:
             now = self.now()

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
 from tenure.store.records import Delivery, Event
 from tenure.store.sqlite.core import SQLiteBase, dumps, positive
 
@@ -120,6 +120,8 @@ class MessagesMixin(SQLiteBase):
     def append_event(
         self, team: str, kind: str, data: dict[str, Any], *, epoch: int | None = None
     ) -> int:
+        if epoch is not None:
+            check_epoch("epoch", epoch)
         with self.db.write() as cur:
             return self._event(cur, team, kind, data, epoch)
 

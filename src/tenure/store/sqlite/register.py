@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
-from tenure.store.base import UNSET, check_cas
+from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.sqlite.core import SQLiteBase, dumps, positive
 
@@ -28,6 +28,7 @@ class RegisterMixin(SQLiteBase):
         spec: dict[str, Any],
         state: TaskState = "queued",
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         with self.db.write() as cur:
             self._team_row(cur, team)
             self._fence(cur, team, epoch)
@@ -59,6 +60,7 @@ class RegisterMixin(SQLiteBase):
         data: Any = UNSET,
         spec: Any = UNSET,
     ) -> TaskRecord:
+        check_epoch("epoch", epoch)
         expected = frozenset(expect)
         with self.db.write() as cur:
             self._fence(cur, team, epoch)
@@ -110,6 +112,7 @@ class RegisterMixin(SQLiteBase):
     def effect_begin(
         self, team: str, key: str, *, epoch: int, holder: str, claim_seconds: float
     ) -> EffectTicket:
+        check_epoch("epoch", epoch)
         positive("claim_seconds", claim_seconds)
         with self.db.write() as cur:
             self._fence(cur, team, epoch)
