@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import yaml
 
 from tenure.coord import LeaseTiming
+from tenure.coord.credentials import init_team
 from tenure.roles import LeaderConfig
 from tenure.store import Event, Store, TaskRecord, open_store
 
@@ -113,6 +114,7 @@ class Team:
         self.task_ids: list[str] = []
         self.members: dict[str, Member] = {}
         self.store: Store = open_store(store_url)
+        self.keys = tmp_path / "keys"  # every member signs: the faults run with credentials on
 
     # --- the plan ---------------------------------------------------------------------
 
@@ -179,8 +181,11 @@ class Team:
             str(LEADER_TTL),
             "--state-dir",
             str(self.dir / "state" / name),
+            "--keys",
+            str(self.keys),
             *flags,
         ]
+        init_team(self.keys, self.name)
         return self._spawn(name, "leader", args, {})
 
     def worker(
@@ -200,8 +205,11 @@ class Team:
             str(WORKER_TTL),
             "--state-dir",
             str(self.dir / "state" / name),
+            "--keys",
+            str(self.keys),
             *flags,
         ]
+        init_team(self.keys, self.name, [name])
         env = {
             LEDGER_ENV: str(self.ledger_path),
             STARTED_ENV: str(self.started_path),

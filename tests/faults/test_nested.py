@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tenure.coord.credentials import init_team
 from tenure.store import Event, TaskRecord
 
 from .harness import (
@@ -83,7 +84,8 @@ class Tree:
         team = self.team
         args = ["worker", "--store", team.url, "--team", self.child, "--id", name]
         args += ["--exec", "python:ledger_agent:run", "--member-ttl", str(WORKER_TTL)]
-        args += ["--state-dir", str(team.dir / "state" / name)]
+        args += ["--state-dir", str(team.dir / "state" / name), "--keys", str(team.keys)]
+        init_team(team.keys, self.child, [name])
         env = {
             LEDGER_ENV: str(team.ledger_path),
             STARTED_ENV: str(team.started_path),

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import redis_or_skip, wipe_redis
+from tenure.coord import Credentials
 from tenure.protocol import TaskEnvelope, idempotency_key
 from tenure.roles import Mailbox
 from tenure.store import Event
@@ -48,7 +49,8 @@ def _assign_as_a_forgotten_leader(team: Team, worker: str, *, epoch: int) -> Non
         deadline_seconds=30,
         goal="append the ledger line",
     )
-    Mailbox(team.store, team.name, "L0").assign(envelope)
+    leadership = Credentials.load(team.keys, team.name, "L0", "lead")  # a genuine leader's
+    Mailbox(team.store, team.name, "L0", credentials=leadership).assign(envelope)
 
 
 def _by_worker(event: Event) -> bool:

@@ -286,12 +286,28 @@ def test_the_envelope_executor_spec_is_honoured_and_a_bad_one_fails(
     assign(store, "noop-task", epoch=epoch, executor="noop")
     assign(store, "bad-task", "w1", epoch=epoch, executor="teleport:now")
     default = Recording()
-    drain_all(follower(store, tmp_path, default))
+    allowed = ("noop", "teleport:now")  # the worker's own allowlist decides
+    drain_all(follower(store, tmp_path, default, allowed_executors=allowed))
     assert default.calls == []
     by_task = {r.task_id: r for r in results(store)}
     assert by_task["noop-task"].status == "completed"
     assert by_task["bad-task"].status == "failed"
     assert "unknown executor" in " ".join(by_task["bad-task"].notes.uncertain)
+
+
+def test_an_envelope_cannot_choose_an_executor_the_worker_does_not_allow(
+    store: Store, tmp_path: Path
+) -> None:
+    epoch = lead(store)
+    marker = tmp_path / "PWNED"
+    assign(store, "t", epoch=epoch, executor=f"command:touch {marker}")
+    default = Recording()
+    drain_all(follower(store, tmp_path, default))
+    [result] = results(store)
+    assert result.status == "failed" and "is not allowed on this member" in result.notes.uncertain[0]
+    assert not marker.exists() and default.calls == []  # neither it nor anything else ran
+    [refused] = [e for e in store.events(TEAM) if e.kind == "security.executor_refused"]
+    assert refused.data["task_id"] == "t" and "touch" in refused.data["executor"]
 
 
 # --- progress -------------------------------------------------------------------------

@@ -698,7 +698,7 @@ def test_queue_mode_verifies_results(store: Store) -> None:
 def test_queue_mode_honours_the_task_executor_spec(store: Store) -> None:
     default = Recording()
     enqueue_plan(store, plan_of({"id": "t", "executor": "noop"}))
-    settle(queue_workers(store, default, n=1), store)
+    settle(queue_workers(store, default, n=1, allowed_executors=("noop",)), store)
     assert task(store, "t").state == "done"
     assert default.calls == [], "the queue worker ignored the task's executor"
 

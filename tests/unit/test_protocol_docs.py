@@ -32,6 +32,7 @@ from tenure.protocol import (
     TaskResult,
 )
 from tenure.protocol.codec import MAX_MESSAGE_BYTES
+from tenure.protocol.envelope import Signature
 from tenure.protocol.messages import (
     EscalationAnswer,
     EscalationAsk,
@@ -78,6 +79,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Plans": Plan,
     "Plan task": PlanTask,
     "Nested team": SubTeam,
+    "Signatures": Signature,
 }
 # tables that follow a paragraph naming the model rather than a heading
 PARAGRAPHS: dict[str, type[BaseModel]] = {

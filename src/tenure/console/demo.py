@@ -23,6 +23,8 @@ from tenure.console.app import app, out
 from tenure.console.demo_setup import TEAM, prepare
 from tenure.console.demo_story import Story
 from tenure.console.processes import spawn, stop_all
+from tenure.coord import Credentials
+from tenure.coord.credentials import init_team
 from tenure.roles import Mailbox, envelope_for
 from tenure.roles.register import read_task
 from tenure.store import Event, Store, open_store
@@ -59,7 +61,7 @@ def demo(
         story = Story(store, TEAM, out)
         started = time.monotonic()
         try:
-            figures = _script(store, story, procs, ttl)
+            figures = _script(store, story, procs, ttl, root / "keys")
             _wait(story, "the plan to finish", lambda: _settled(store))
         except DemoFailed as exc:
             out.print(f"[bold red]demo step timed out:[/] {exc}; logs in {root / 'logs'}")
@@ -74,7 +76,10 @@ def demo(
 def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subprocess.Popen[bytes]]:
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
+    keys = root / "keys"  # every member signs what it sends, as any multi-process team does
+    init_team(keys, TEAM, [f"worker-{n}" for n in (1, 2, 3)])
     common = ["--store", url, "--state-dir", str(root / "members"), "--workdir", str(root)]
+    common += ["--keys", str(keys)]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for n, flags, env in (
         (1, ["--duplicate-results"], {}),
@@ -107,7 +112,11 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
 
 
 def _script(
-    store: Store, story: Story, procs: dict[str, subprocess.Popen[bytes]], ttl: float
+    store: Store,
+    story: Story,
+    procs: dict[str, subprocess.Popen[bytes]],
+    ttl: float,
+    keys: Path,
 ) -> dict[str, Any]:
     first = _wait(story, "a first leader", lambda: story.first("leader.elected"))
     _wait(story, "a first accepted task", lambda: story.counts["done"] >= 1 or None)
@@ -126,7 +135,7 @@ def _script(
     out.print(f"[bold red]fault:[/] SIGSTOP {paused} (epoch {second.epoch}) past its TTL")
     procs[paused].send_signal(signal.SIGSTOP)
     third = _wait(story, "a leader after the pause", lambda: _elected_after(story, second))
-    _replay_stale_envelope(store, story, paused, int(second.epoch or 0), third)
+    _replay_stale_envelope(store, story, paused, int(second.epoch or 0), third, keys)
     out.print(f"[bold red]fault:[/] SIGCONT {paused}: it wakes up believing it leads")
     procs[paused].send_signal(signal.SIGCONT)
     _wait(
@@ -136,7 +145,7 @@ def _script(
 
 
 def _replay_stale_envelope(
-    store: Store, story: Story, paused: str, epoch: int, third: Event
+    store: Store, story: Story, paused: str, epoch: int, third: Event, keys: Path
 ) -> None:
     """A delayed envelope from the paused leader reaches a worker after the new election."""
     leader = str(third.data["leader"])
@@ -146,7 +155,8 @@ def _replay_stale_envelope(
     record = store.get_task(TEAM, str(dispatched.data["task_id"]))
     worker = str(dispatched.data["assignee"])
     envelope = envelope_for(read_task(record), epoch=epoch, assignee=worker)
-    Mailbox(store, TEAM, paused).assign(envelope)
+    signed_as_the_paused_leader = Credentials.load(keys, TEAM, paused, "lead")
+    Mailbox(store, TEAM, paused, credentials=signed_as_the_paused_leader).assign(envelope)
     out.print(
         f"[bold red]fault:[/] a delayed epoch-{epoch} envelope from {paused} reaches {worker}"
     )

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.keys_cmds import InsecureOption, KeysOption, member_credentials
 from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
@@ -54,10 +55,13 @@ def leader(
     goal: GoalOption = None,
     artifact: ArtifactOption = None,
     model: ModelOption = None,
+    keys: KeysOption = None,
+    insecure: InsecureOption = False,
 ) -> None:
     """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
 
-    Start several on one store for failover; the highest priority leads.
+    Start several on one store for failover; the highest priority leads. It signs with
+    the team's lead key (`tenure keys init`) and obeys no unsigned result.
 
     Example: `tenure leader plan.yaml --store sqlite:///team.db --id lead-1 --priority 10`
     """
@@ -93,6 +97,9 @@ def leader(
     stop = threading.Event()
     stop_on_signals(stop)
     with open_store(store_url(store)) as opened:
+        config.credentials = member_credentials(
+            opened, keys, insecure, name, config.member_id, "lead"
+        )
         outcome = Leader(opened, config, loaded, splitter=splitter).run(stop)
     out.print(f"leader {config.member_id}: {outcome}")
 
@@ -145,8 +152,21 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    allow_exec: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-exec",
+            help="An executor an envelope may ask for instead of --exec (repeatable); "
+            "nothing else an envelope names ever runs.",
+        ),
+    ] = None,
+    keys: KeysOption = None,
+    insecure: InsecureOption = False,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
+
+    It obeys only envelopes the team's lead key signed and signs its own results
+    with its member key (`tenure keys add --team T --member ID`).
 
     Example: `tenure worker --store redis://10.0.0.5:6379/0 --team acme --id w1 --exec "command:./agent.sh"`
     """
@@ -156,7 +176,11 @@ def worker(
     member = member_id or f"worker-{new_id()[-6:].lower()}"
     stop = threading.Event()
     stop_on_signals(stop)
+    allowed = tuple(allow_exec or ())
+    for spec in allowed:
+        resolve_executor(spec, field="--allow-exec")
     with open_store(store_url(store)) as opened:
+        credentials = member_credentials(opened, keys, insecure, team, member, "work")
         if queue:
             team_kinds.QueueWorker(
                 opened,
@@ -165,6 +189,8 @@ def worker(
                 chosen,
                 visibility_timeout=visibility or 330.0,
                 workdir=workdir,
+                credentials=credentials,
+                allowed_executors=allowed,
             ).run(stop)
             return
         config = FollowerConfig(
@@ -177,6 +203,8 @@ def worker(
             state_dir=state_dir,
             workdir=workdir,
             duplicate_results=duplicate_results,
+            credentials=credentials,
+            allowed_executors=allowed,
         )
         if sub_leader:
             timing = LeaseTiming(ttl=member_ttl)

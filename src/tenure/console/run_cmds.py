@@ -16,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.keys_cmds import InsecureOption, KeysOption, keys_root, member_credentials
 from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
@@ -27,11 +28,12 @@ from tenure.console.model_cmds import (
 from tenure.console.processes import spawn, stop_all
 from tenure.console.state_cmds import team_table
 from tenure.console.tree import team_tree_table
-from tenure.coord import LeaseTiming
+from tenure.coord import Credentials, LeaseTiming
+from tenure.coord.credentials import init_team
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
-from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
+from tenure.protocol.plan import SUBTEAM_CAPABILITY, plan_executors, team_tree
 from tenure.roles import Leader, LeaderConfig, LocalTeam, enqueue_plan
 from tenure.roles.features import Splitter
 from tenure.store import Store, open_store
@@ -67,8 +69,13 @@ def run(
     team: Annotated[str, typer.Option("--team", "-t", help="Team path of a --goal plan.")] = (
         "default"
     ),
+    keys: KeysOption = None,
+    insecure: InsecureOption = False,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
+
+    In team and queue mode the members are processes that sign what they send: the
+    keys they need are made in the key directory (default .tenure/keys) if missing.
 
     With `--goal` and `--artifact`, the model (`--model` or TENURE_MODEL) plans first;
     `--exec llm` makes the workers that model too. Exit status: 0 when every task is
@@ -131,6 +138,7 @@ def run(
                 workdir,
                 splitter,
                 model,
+                None if insecure else keys_root(keys),
             )
         raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
 
@@ -147,6 +155,7 @@ def _run_processes(
     workdir: Path | None,
     splitter: Splitter | None = None,
     model: str | None = None,
+    keys: Path | None = None,
 ) -> None:
     if not store.shared_across_processes:  # each worker process would get a store of its own
         raise fail(f"store {url}: worker processes cannot share it; use --mode local")
@@ -156,17 +165,22 @@ def _run_processes(
         extra = ["--queue", "--visibility", f"{longest + 5:g}"]
     else:
         extra = []
+    members = {
+        each.team: [f"{_prefix(plan, each)}{n}" for n in range(1, workers + 1)]
+        for each in team_tree(plan)  # a nested plan: workers for every team of the tree
+    }
+    credentials = _credentials(store, plan, members, keys)
+    signing = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     procs = []
-    for each in team_tree(plan):  # a nested plan: workers for every team of the tree
+    for each in team_tree(plan):
         common = team_worker_args(each, url, executor, state_dir, workdir, model=model)
-        prefix = "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
         procs += [
-            spawn(["worker", *common, "--id", f"{prefix}{n}", *extra])
-            for n in range(1, workers + 1)
+            spawn(["worker", *common, *signing, "--id", member, *extra])
+            for member in members[each.team]
         ]
     try:
         if mode is Mode.queue:
-            enqueue_plan(store, plan)
+            enqueue_plan(store, plan, credentials=credentials)
             _watch(store, plan, lambda stop: _wait_settled(store, plan, stop))
         else:
             config = LeaderConfig(
@@ -178,11 +192,28 @@ def _run_processes(
                 workdir=workdir,
                 stale_grace=ttl,
                 member_ttl=ttl,
+                credentials=credentials,
             )
             leader = Leader(store, config, plan, splitter=splitter)
             _watch(store, plan, leader.run)
     finally:
         stop_all(procs)
+
+
+def _prefix(plan: Plan, each: Plan) -> str:
+    return "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
+
+
+def _credentials(
+    store: Store, plan: Plan, members: dict[str, list[str]], keys: Path | None
+) -> Credentials | None:
+    """The leader's credentials, with a key made for every member it spawns (kept if
+    the key directory has them); None for ``--insecure`` (said and logged)."""
+    if keys is None:
+        return member_credentials(store, None, True, plan.team, "leader", "lead")
+    for team, ids in members.items():
+        init_team(keys, team, ids)
+    return Credentials.load(keys, plan.team, "leader", "lead")
 
 
 def _nested_executors(tasks: list[PlanTask], where: str) -> None:
@@ -223,6 +254,8 @@ def team_worker_args(
     A goal-only team's workers get no capability: its tasks are not written yet."""
     args = ["--store", url, "--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
+    for allowed in plan_executors(plan):  # the operator's plan names them: its workers may run them
+        args += ["--allow-exec", allowed]
     if workdir is not None:
         args += ["--workdir", str(workdir)]
     # every worker runs the same executor, so each takes every capability the plan asks

@@ -40,6 +40,7 @@ from tenure.protocol.ids import check_task_id, check_team
 from tenure.protocol.signing import canonical
 
 __all__ = [
+    "ANYONE",
     "ENV_KEYS",
     "LEAD",
     "Credentials",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 LEAD = "lead"  # the signer id of the leading role
+ANYONE = "*"  # in ``verify(by=...)``: the leading role or any member with a key
 ENV_KEYS = "TENURE_KEYS"  # the key directory, when not given on the command line
 Role = Literal["lead", "work"]
 
@@ -156,7 +158,7 @@ class Credentials:
         allowed = {by} if isinstance(by, str) else set(by)
         if signature is None:
             raise SignatureRefused(f"the {kind} is not signed", claimed=None)
-        if signature.by not in allowed:
+        if signature.by not in allowed and ANYONE not in allowed:
             raise SignatureRefused(
                 f"the {kind} is signed by {signature.by!r}; it must be by "
                 f"{' or '.join(sorted(allowed))}",

@@ -2,6 +2,7 @@
 
 from tenure.executors.base import (
     Executor,
+    RefusedExecutor,
     TaskContext,
     UnknownExecutor,
     coerce_result,
@@ -22,6 +23,7 @@ __all__ = [
     "PythonExecutor",
     "ScriptedExecutor",
     "SleepExecutor",
+    "RefusedExecutor",
     "TaskContext",
     "UnknownExecutor",
     "coerce_result",

@@ -129,3 +129,20 @@ class UnknownExecutor:
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
         return failed(envelope, f"unknown executor {self.spec!r}")
+
+
+class RefusedExecutor:
+    """An executor an envelope asked for that this member does not allow: each such
+    attempt fails, saying how to allow it, and nothing runs."""
+
+    def __init__(self, spec: str, allowed: tuple[str, ...]) -> None:
+        self.spec = spec
+        self.allowed = allowed
+
+    def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
+        allowed = ", ".join(self.allowed) or "none"
+        return failed(
+            envelope,
+            f"executor {self.spec[:200]!r} is not allowed on this member (allowed: {allowed}); "
+            "start it with --allow-exec SPEC to let envelopes choose it",
+        )

@@ -8,7 +8,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tenure.protocol.envelope import MAX_EPOCH, Strict, TaskEnvelope, TaskResult, check_key
+from tenure.protocol.envelope import (
+    MAX_EPOCH,
+    Signature,
+    Strict,
+    TaskEnvelope,
+    TaskResult,
+    check_key,
+)
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team, check_ulid, new_id
 from tenure.protocol.plan import PlanTask
@@ -64,6 +71,7 @@ class TaskProgress(Strict):
     message: str = ""
     acceptance_criteria: list[str] = Field(default_factory=list)
     fraction_done: float | None = Field(default=None, ge=0, le=1)
+    signature: Signature | None = None  # the member's, like its result's
 
     @field_validator("task_id")
     @classmethod

@@ -199,6 +199,22 @@ def subteam_plan(parent: str, task: PlanTask) -> Plan:
     return task.team.plan_for(subteam_path(parent, task), task.goal)
 
 
+def plan_executors(plan: Plan) -> tuple[str, ...]:
+    """Every executor a plan's tasks name (nested teams' included): what an operator's
+    plan lets its workers run besides their own (``--allow-exec``)."""
+    found: dict[str, None] = {}
+
+    def walk(tasks: list[PlanTask]) -> None:
+        for task in tasks:
+            if task.executor:
+                found[task.executor] = None
+            if task.team is not None:
+                walk(task.team.tasks)
+
+    walk(plan.tasks)
+    return tuple(found)
+
+
 def team_tree(plan: Plan) -> list[Plan]:
     """The plan and every nested team's plan, parents first (a goal-only team's with
     no tasks: its sub-leader plans them)."""

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 
 from tenure.protocol.codec import translate
-from tenure.protocol.envelope import Budget, JsonObject, PriorAttempt, Spend, Strict
+from tenure.protocol.envelope import Budget, JsonObject, PriorAttempt, Signature, Spend, Strict
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.plan import DEFAULT_MAX_ATTEMPTS, Plan, PlanTask
 from tenure.protocol.policy import check_policies
@@ -53,6 +53,7 @@ class TaskSpec(PlanTask):
     round: int | None = Field(default=None, ge=1)  # ... in this round
     voter: int | None = Field(default=None, ge=1)  # ... as voter number
     split_of: str | None = None  # a part of a task that was split
+    signature: Signature | None = None  # the team's leadership's, over the rest
 
     @field_validator("policies")
     @classmethod

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tenure.coord import LEAD_CAPABILITY, Election, EpochMemory, LeaseKeeper, LeaseTiming
+from tenure.coord import (
+    LEAD_CAPABILITY,
+    Credentials,
+    Election,
+    EpochMemory,
+    LeaseKeeper,
+    LeaseTiming,
+)
 from tenure.protocol import Plan, TenureError
 from tenure.protocol.errors import LeaseLost, StaleEpoch
 from tenure.roles.leader.conductor import Conductor
@@ -41,6 +48,7 @@ class LeaderConfig:
     duplicate_assignments: bool = False
     elect: bool = True
     trust: Trust | None = None  # judge models for the verification ladder
+    credentials: Credentials | None = None  # the leading role's; None: unsigned
     one_term: bool = False  # stop after the first term instead of campaigning again
     release_on_exit: bool = True  # False: the caller releases the lease (after its own work)
 
@@ -130,6 +138,7 @@ class Candidate:
             duplicate=self.config.duplicate_assignments,
             hooks=self.hooks,
             trust=self.config.trust,
+            credentials=self.config.credentials,
         )
         try:
             conductor.load(self.plan)

@@ -15,14 +15,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tenure.coord import ANYONE, Credentials, SignatureRefused
 from tenure.protocol import Plan, TenureError, idempotency_key, parse_message
-from tenure.protocol.envelope import MAX_EPOCH_JUMP
+from tenure.protocol.envelope import MAX_EPOCH_JUMP, Signature
 from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.leader.hooks import HOLD, Dispatch, Hooks, LeaderHook, Stop
 from tenure.roles.leader.review import Judging, Reviewer
-from tenure.roles.member.wire import LEADER_QUEUE, WORK_CAPABILITY, Mailbox, envelope_for
+from tenure.roles.member.wire import (
+    LEADER_QUEUE,
+    PROGRESS,
+    WORK_CAPABILITY,
+    Mailbox,
+    envelope_for,
+)
 from tenure.roles.register import (
+    UNSIGNED,
     Register,
     RegisterView,
     Task,
@@ -46,6 +54,7 @@ class Conductor(Judging):
         stale_grace: float = 2.0,
         duplicate: bool = False,
         trust: Trust | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.store = store
         self.team = team
@@ -55,9 +64,10 @@ class Conductor(Judging):
         self.trust = trust if trust is not None else Trust()
         self.stale_grace = stale_grace
         self.hooks = Hooks(hooks)
-        self.mailbox = Mailbox(store, team, me, duplicate=duplicate)
-        self.register = Register(store, team, epoch)
-        self.view = RegisterView(store, team)
+        self.credentials = credentials  # the leading role's: signs, and checks signatures
+        self.mailbox = Mailbox(store, team, me, duplicate=duplicate, credentials=credentials)
+        self.register = Register(store, team, epoch, credentials)
+        self.view = RegisterView(store, team, credentials)
         self.reviewer = Reviewer(self, self.hooks)
         self._idle_view: list[Task] | None = None
         self._doubted: dict[str, int] = {}  # members whose reported epoch was not believed
@@ -147,6 +157,8 @@ class Conductor(Judging):
             self.reviewer.on_result(message.body, sender=message.sender)
         elif message.type == "task.progress":
             body = message.body
+            if not self._from_assignee(PROGRESS, body, body.task_id, body.signature):
+                return
             self.event(
                 "task.progress",
                 {
@@ -157,20 +169,38 @@ class Conductor(Judging):
                 },
             )
 
+    def _from_assignee(
+        self, kind: str, body: Any, task_id: str, signature: Signature | None
+    ) -> bool:
+        """True if ``body`` is signed by the member its task is assigned to (or the
+        team is unsigned). A forged signature is a security event naming the claimed
+        signer; a member's genuine word about an attempt no longer its own is ignored."""
+        if self.credentials is None:
+            return True
+        try:
+            signer = self.credentials.verify(kind, body, signature, by=ANYONE)
+        except SignatureRefused as exc:
+            refused = {"task_id": task_id, "kind": kind, "claimed": exc.claimed, "reason": str(exc)}
+            self.event(f"security.{kind}_refused", refused)
+            return False
+        return signer == self.register.get(task_id).assignee
+
     def _set_aside(self, tasks: list[Task]) -> bool:
         """A register entry that cannot be read is never acted on: it goes to a person."""
         acted = False
         for task in tasks:
             if task.problem is None or task.state not in ("queued", "running", "review"):
                 continue
+            forged = task.problem.startswith(UNSIGNED)
             try:
-                if task.state == "review":
+                if task.state == "review" and not forged:
                     self.reviewer.review(task)  # a failed verdict says why
                 else:
                     self.reviewer.block(task, f"cannot build its envelope: {task.problem}")
             except Conflict:
                 continue
-            self.event("leader.unreadable_task", {"task_id": task.task_id, "error": task.problem})
+            kind = "security.task_refused" if forged else "leader.unreadable_task"
+            self.event(kind, {"task_id": task.task_id, "error": task.problem})
             acted = True
         return acted
 

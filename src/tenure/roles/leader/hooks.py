@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
+from tenure.coord import Credentials
 from tenure.protocol import ConfigError, Plan, QuorumCheck, TaskResult
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.register import Register, Task
@@ -112,6 +113,9 @@ class LeaderContext(Protocol):
     def trust(self) -> Trust: ...
     @property
     def workdir(self) -> Path | None: ...
+    @property
+    def credentials(self) -> Credentials | None:
+        """The leading role's, when the team is signed (None: one process, unsigned)."""
 
     def epoch(self) -> int:
         """The epoch to act under; ``LeaseLost`` once the leader must stop."""

@@ -9,6 +9,7 @@ history; after the last attempt, a person decides.
 
 from __future__ import annotations
 
+from tenure.coord import ANYONE, SignatureRefused
 from tenure.executors.llm_budget import BUDGET_PREFIX
 from tenure.models.meter import Mark
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
@@ -17,6 +18,7 @@ from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.leader.hooks import Hooks, LeaderContext
 from tenure.roles.leader.ladder import run_ladder
+from tenure.roles.member.wire import RESULT
 from tenure.roles.register import Task
 from tenure.roles.register.spend import log_attempt, log_extra, with_wall
 from tenure.verify import Verdict, verdict_event
@@ -41,6 +43,18 @@ class Reviewer:
         ctx = self.ctx
         task = ctx.register.get(result.task_id)
         info = {"task_id": task.task_id, "key": result.idempotency_key}
+        if ctx.credentials is not None:  # who sent it is who signed it, or it is refused
+            try:
+                signer = ctx.credentials.verify(RESULT, result, result.signature, by=ANYONE)
+            except SignatureRefused as exc:
+                said: dict[str, object] = {**info, "sender": sender, "claimed": exc.claimed}
+                ctx.event("security.result_refused", {**said, "reason": str(exc)})
+                return
+            if sender is not None and sender != signer:
+                reason = f"it says it is from {sender} but {signer} signed it"
+                ctx.event("security.result_refused", {**info, "sender": sender, "reason": reason})
+                return
+            sender = signer  # below, a result counts only as its assignee's own
         if sender is not None and task.assignee is not None and sender != task.assignee:
             reason = f"the attempt is assigned to {task.assignee}, not {sender}"
             ctx.event("leader.result_refused", {**info, "sender": sender, "reason": reason})

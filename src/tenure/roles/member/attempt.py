@@ -17,16 +17,24 @@ The steps, always in this order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tenure.executors import Executor, TaskContext, safe_result
-from tenure.protocol import TaskEnvelope, to_dict
+from tenure.executors import (
+    Executor,
+    RefusedExecutor,
+    TaskContext,
+    UnknownExecutor,
+    resolve_executor,
+    safe_result,
+)
+from tenure.protocol import ProtocolError, TaskEnvelope, to_dict
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, StaleEpoch
 from tenure.store import Store
 from tenure.store.records import TaskRecord
 
-__all__ = ["AttemptRunner", "Ran"]
+__all__ = ["AttemptRunner", "Ran", "choose_executor"]
 
 RanKind = Literal["executed", "replayed", "outdated", "fenced", "in_progress"]
 
@@ -114,3 +122,23 @@ class AttemptRunner:
             version=task.version,
             **({"assignee": self.member} if self.take else {}),
         )
+
+
+def choose_executor(
+    env: TaskEnvelope,
+    own: Executor,
+    allowed: tuple[str, ...],
+    refused: Callable[[str], None],
+) -> Executor:
+    """The executor a member runs an envelope with: its own, or one the envelope names
+    only if the member allowlists it. A message never chooses what runs: an executor
+    it names that is not allowed fails the attempt (``refused`` is told)."""
+    if not env.executor:
+        return own
+    if env.executor not in allowed:
+        refused(env.executor)
+        return RefusedExecutor(env.executor, allowed)
+    try:
+        return resolve_executor(env.executor)
+    except ProtocolError:
+        return UnknownExecutor(env.executor)

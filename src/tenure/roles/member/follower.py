@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenure.coord import EpochMemory, run_effect
-from tenure.executors import Executor, TaskContext, UnknownExecutor, resolve_executor
+from tenure.coord import LEAD, Credentials, EpochMemory, SignatureRefused, run_effect
+from tenure.executors import (
+    Executor,
+    TaskContext,
+)
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, TenureError, parse_message
 from tenure.protocol.messages import TaskProgress
-from tenure.roles.member.attempt import AttemptRunner
+from tenure.roles.member.attempt import AttemptRunner, choose_executor
 from tenure.roles.member.heartbeat import MemberHeartbeat
-from tenure.roles.member.wire import WORK_CAPABILITY, Mailbox, member_queue
+from tenure.roles.member.wire import ENVELOPE, WORK_CAPABILITY, Mailbox, member_queue
 from tenure.store import Delivery, Store
 
 
@@ -36,6 +39,8 @@ class FollowerConfig:
     workdir: Path | None = None
     duplicate_results: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    credentials: Credentials | None = None  # None: unsigned (one process, or --insecure)
+    allowed_executors: tuple[str, ...] = ()  # what an envelope may ask for instead of its own
 
 
 class Follower:
@@ -46,7 +51,13 @@ class Follower:
         self.team = config.team
         self.me = config.member_id
         self.memory = EpochMemory.for_member(config.state_dir, config.team, config.member_id)
-        self.mailbox = Mailbox(store, config.team, self.me, duplicate=config.duplicate_results)
+        self.mailbox = Mailbox(
+            store,
+            config.team,
+            self.me,
+            duplicate=config.duplicate_results,
+            credentials=config.credentials,
+        )
         self.heartbeat = MemberHeartbeat(
             store,
             config.team,
@@ -108,6 +119,10 @@ class Follower:
 
     def _on_assign(self, env: TaskEnvelope) -> None:
         info = {"task_id": env.task_id, "key": env.idempotency_key, "epoch": env.epoch}
+        refused = self._refusal(env)
+        if refused is not None:  # never executed, and its epoch is not remembered either
+            self._event("security.envelope_refused", {**info, **refused})
+            return
         if not self.memory.observe(env.epoch):
             self._event("follower.stale_envelope_ignored", {**info, "highest": self.memory.highest})
             return
@@ -135,13 +150,25 @@ class Follower:
     def executed(self) -> int:
         return self.runner.executed
 
-    def _executor_for(self, env: TaskEnvelope) -> Executor:
-        if not env.executor:
-            return self.executor
+    def _refusal(self, env: TaskEnvelope) -> dict[str, Any] | None:
+        """Why an envelope must not be obeyed: not signed by the team's leadership."""
+        credentials = self.config.credentials
+        if credentials is None:
+            return None
         try:
-            return resolve_executor(env.executor)
-        except ProtocolError:
-            return UnknownExecutor(env.executor)
+            credentials.verify(ENVELOPE, env, env.signature, by=LEAD)
+        except SignatureRefused as exc:
+            return {"claimed": exc.claimed, "reason": str(exc)}
+        return None
+
+    def _executor_for(self, env: TaskEnvelope) -> Executor:
+        def refused(spec: str) -> None:
+            self._refused_executor(env.task_id, spec)
+
+        return choose_executor(env, self.executor, self.config.allowed_executors, refused)
+
+    def _refused_executor(self, task_id: str, spec: str) -> None:
+        self._event("security.executor_refused", {"task_id": task_id, "executor": spec[:200]})
 
     def _task_effect(self, env: TaskEnvelope) -> Any:
         def effect(key: str, fn: Any) -> Any:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from tenure.protocol import ProtocolError, TaskEnvelope, idempotency_key, to_dict
+from tenure.coord import Credentials
+from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, idempotency_key, to_dict
 from tenure.protocol.codec import translate
 from tenure.protocol.messages import (
     AssignMessage,
@@ -18,6 +19,8 @@ from tenure.protocol.messages import (
 from tenure.roles.register import Task, read_task
 from tenure.store import Store, TaskRecord
 
+ENVELOPE, RESULT, PROGRESS = "envelope", "result", "progress"  # the kinds of signed body
+BodyT = TypeVar("BodyT", TaskEnvelope, TaskResult, TaskProgress)
 LEADER_QUEUE = "leader"
 WORK_QUEUE = "work"
 WORK_CAPABILITY = "work"
@@ -31,15 +34,26 @@ def member_queue(member_id: str) -> str:
 class Mailbox:
     """Sends protocol messages through the store's message log.
 
-    ``duplicate`` sends every message twice: a fault the demo and the tests
-    inject to show that redelivery is absorbed, never executed twice.
+    With ``credentials`` every body it sends is signed: envelopes by the leading
+    role, results and check-ins by the member itself. ``duplicate`` sends every
+    message twice: a fault the demo and the tests inject to show that redelivery
+    is absorbed, never executed twice.
     """
 
-    def __init__(self, store: Store, team: str, sender: str, *, duplicate: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        team: str,
+        sender: str,
+        *,
+        duplicate: bool = False,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.store = store
         self.team = team
         self.sender = sender
         self.duplicate = duplicate
+        self.credentials = credentials
 
     def send(self, queue: str, message: QueueMessage) -> None:
         payload = to_dict(message)
@@ -50,7 +64,14 @@ class Mailbox:
     def header(self, to: str, epoch: int) -> dict[str, Any]:
         return {"team": self.team, "from": self.sender, "to": to, "epoch": epoch}
 
+    def signed(self, kind: str, body: BodyT) -> BodyT:
+        """``body`` with this sender's signature (unchanged without credentials)."""
+        if self.credentials is None:
+            return body
+        return body.model_copy(update={"signature": self.credentials.sign(kind, body)})
+
     def assign(self, envelope: TaskEnvelope) -> None:
+        envelope = self.signed(ENVELOPE, envelope)
         to = envelope.assigned_to
         message = AssignMessage.model_validate(
             {**self.header(to, envelope.epoch), "body": envelope}
@@ -58,11 +79,12 @@ class Mailbox:
         self.send(member_queue(to) if to != WORK_QUEUE else WORK_QUEUE, message)
 
     def result(self, queue: str, body: dict[str, Any]) -> None:
-        epoch = int(body["epoch"])
-        message = ResultMessage.model_validate({**self.header(queue, epoch), "body": body})
+        result = self.signed(RESULT, TaskResult.model_validate(body))
+        message = ResultMessage.model_validate({**self.header(queue, result.epoch), "body": result})
         self.send(queue, message)
 
     def progress(self, queue: str, epoch: int, body: TaskProgress) -> None:
+        body = self.signed(PROGRESS, body)
         message = ProgressMessage.model_validate({**self.header(queue, epoch), "body": body})
         self.send(queue, message)
 

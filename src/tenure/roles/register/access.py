@@ -10,33 +10,50 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tenure.coord import Credentials
 from tenure.protocol import to_dict
 from tenure.protocol.taskspec import AttemptData, TaskSpec
-from tenure.roles.register.task import Task, read_task
+from tenure.roles.register.task import SPEC, Task, read_task
 from tenure.store import UNSET, Store, TaskState
 
 __all__ = ["Register"]
 
 
 class Register:
-    def __init__(self, store: Store, team: str, epoch: Callable[[], int]) -> None:
+    """One team's register. With ``credentials`` (the leading role's) every spec it
+    writes is signed and every task it reads is checked for that signature."""
+
+    def __init__(
+        self,
+        store: Store,
+        team: str,
+        epoch: Callable[[], int],
+        credentials: Credentials | None = None,
+    ) -> None:
         self.store = store
         self.team = team
         self.epoch = epoch
+        self.credentials = credentials
 
     def tasks(self) -> list[Task]:
         """Every task of the team, oldest first (one full read)."""
-        return [read_task(r) for r in self.store.tasks(self.team)]
+        return [read_task(r, self.credentials) for r in self.store.tasks(self.team)]
 
     def get(self, task_id: str) -> Task:
-        return read_task(self.store.get_task(self.team, task_id))
+        return read_task(self.store.get_task(self.team, task_id), self.credentials)
+
+    def signed(self, spec: TaskSpec) -> TaskSpec:
+        if self.credentials is None:
+            return spec
+        unsigned = spec.model_copy(update={"signature": None})
+        return unsigned.model_copy(update={"signature": self.credentials.sign(SPEC, unsigned)})
 
     def create(self, task_id: str, spec: TaskSpec, *, state: TaskState = "queued") -> Task:
         """Register a task (``Conflict`` if the id is taken)."""
         record = self.store.create_task(
-            self.team, task_id, epoch=self.epoch(), spec=to_dict(spec), state=state
+            self.team, task_id, epoch=self.epoch(), spec=to_dict(self.signed(spec)), state=state
         )
-        return read_task(record)
+        return read_task(record, self.credentials)
 
     def move(
         self,
@@ -64,6 +81,6 @@ class Register:
             result=result,
             reason=reason,
             data=data.dump() if isinstance(data, AttemptData) else data,
-            **({} if spec is UNSET else {"spec": to_dict(spec)}),
+            **({} if spec is UNSET else {"spec": to_dict(self.signed(spec))}),
         )
-        return read_task(record)
+        return read_task(record, self.credentials)

@@ -13,11 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tenure.coord import LEAD, Credentials, SignatureRefused
 from tenure.protocol import ProtocolError
 from tenure.protocol.taskspec import AttemptData, TaskSpec, parse_data, parse_spec
 from tenure.store import TaskRecord, TaskState
 
-__all__ = ["Task", "read_task"]
+__all__ = ["SPEC", "UNSIGNED", "Task", "read_task"]
+
+SPEC = "spec"  # what a task spec's signature is over
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,18 +83,42 @@ class Task:
 
 
 _SPECS: dict[tuple[str, str], tuple[dict[str, Any], TaskSpec]] = {}
+_SIGNED: set[tuple[str, str, str]] = set()  # (team, task id, signature) verified already
 _CACHE_LIMIT = 100_000
+UNSIGNED = "not signed by the team's leadership"
 
 
-def read_task(record: TaskRecord) -> Task:
-    """``record`` with its spec and data parsed (never raises: see ``Task.problem``)."""
+def read_task(record: TaskRecord, credentials: Credentials | None = None) -> Task:
+    """``record`` with its spec and data parsed (never raises: see ``Task.problem``).
+
+    With ``credentials`` the spec must carry the team's leadership's signature: a
+    task that something else wrote into the register is read, but never acted on."""
     source = f"task {record.task_id!r} of team {record.team!r} in the register"
     try:
         spec = _spec(record, source)
         data = parse_data(record.data, source=source)
     except ProtocolError as exc:
         return Task(record, _placeholder(record), AttemptData(), str(exc))
+    if credentials is not None:
+        refused = _unsigned(record, spec, credentials)
+        if refused:
+            return Task(record, spec, data, f"{UNSIGNED}: {refused}")
     return Task(record, spec, data)
+
+
+def _unsigned(record: TaskRecord, spec: TaskSpec, credentials: Credentials) -> str | None:
+    signature = spec.signature
+    key = (record.team, record.task_id, signature.sig if signature else "")
+    if key in _SIGNED:
+        return None
+    try:
+        credentials.verify(SPEC, spec, signature, by=LEAD)
+    except SignatureRefused as exc:
+        return str(exc)
+    if len(_SIGNED) >= _CACHE_LIMIT:
+        _SIGNED.clear()
+    _SIGNED.add(key)
+    return None
 
 
 def _spec(record: TaskRecord, source: str) -> TaskSpec:

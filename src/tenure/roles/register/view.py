@@ -10,6 +10,7 @@ view one event behind can only cause a refused write, never a wrong one.
 
 from __future__ import annotations
 
+from tenure.coord import Credentials
 from tenure.protocol import TenureError
 from tenure.protocol.errors import NotFound
 from tenure.roles.register.task import Task, read_task
@@ -20,9 +21,10 @@ PAGE = 1000
 
 
 class RegisterView:
-    def __init__(self, store: Store, team: str) -> None:
+    def __init__(self, store: Store, team: str, credentials: Credentials | None = None) -> None:
         self.store = store
         self.team = team
+        self.credentials = credentials  # checks every spec's signature (``read_task``)
         self._tasks: dict[str, Task] = {}
         self._after: int | None = None
 
@@ -35,14 +37,14 @@ class RegisterView:
             return self._full_read()
         for task_id in changed:
             try:
-                self._tasks[task_id] = read_task(self.store.get_task(self.team, task_id))
+                self._tasks[task_id] = read_task(self.store.get_task(self.team, task_id), self.credentials)
             except NotFound:
                 return self._full_read()  # the store forgot (e.g. a wiped Redis)
         return list(self._tasks.values())
 
     def _full_read(self) -> list[Task]:
         after = self._last_seq()
-        tasks = [read_task(r) for r in self.store.tasks(self.team)]
+        tasks = [read_task(r, self.credentials) for r in self.store.tasks(self.team)]
         self._tasks = {t.task_id: t for t in tasks}
         self._after = after
         return tasks

@@ -16,6 +16,7 @@ from pathlib import Path
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor
 from tenure.protocol import Plan
+from tenure.protocol.plan import plan_executors
 from tenure.roles.features import Splitter
 from tenure.roles.leader import LeaderConfig, LeaderHook, Outcome
 from tenure.roles.member import Follower, FollowerConfig
@@ -54,6 +55,7 @@ class LocalTeam:
                     state_dir=self.state_dir,
                     workdir=self.workdir,
                     poll_interval=0.01,
+                    allowed_executors=plan_executors(self.plan),  # the operator's plan
                 ),
                 self.executor,
             )

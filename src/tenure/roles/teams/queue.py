@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenure.executors import Executor, TaskContext, UnknownExecutor, resolve_executor
+from tenure.coord import ANYONE, Credentials, SignatureRefused
+from tenure.executors import (
+    Executor,
+    TaskContext,
+)
 from tenure.protocol import (
     Plan,
     ProtocolError,
@@ -29,6 +33,8 @@ from tenure.protocol.taskspec import AttemptData, spec_for
 from tenure.roles.features import BudgetHook
 from tenure.roles.leader import Hooks, Judging, Reviewer
 from tenure.roles.member import WORK_QUEUE, AttemptRunner, Mailbox, envelope_for
+from tenure.roles.member.attempt import choose_executor
+from tenure.roles.member.wire import ENVELOPE
 from tenure.roles.register import Register, Task
 from tenure.store import Delivery, Member, Store
 from tenure.verify import Trust
@@ -36,17 +42,20 @@ from tenure.verify import Trust
 QUEUE_EPOCH = 1
 
 
-def enqueue_plan(store: Store, plan: Plan, *, sender: str = "operator") -> int:
+def enqueue_plan(
+    store: Store, plan: Plan, *, sender: str = "operator", credentials: Credentials | None = None
+) -> int:
     """Register and enqueue every task of a plan, and send a new attempt of each known
-    task the register holds as queued (an answered one); dependencies are refused here."""
+    task the register holds as queued (an answered one); dependencies are refused here.
+    With the leading role's ``credentials`` the tasks and their envelopes are signed."""
     for index, task in enumerate(plan.tasks):
         if task.depends_on:
             raise ProtocolError(
                 f"tasks[{index}].depends_on",
                 "no dependencies in queue mode; use team or local mode",
             )
-    register = Register(store, plan.team, lambda: QUEUE_EPOCH)
-    mailbox = Mailbox(store, plan.team, sender)
+    register = Register(store, plan.team, lambda: QUEUE_EPOCH, credentials)
+    mailbox = Mailbox(store, plan.team, sender, credentials=credentials)
     queued = 0
     known = {t.task_id: t for t in register.tasks()}
     for task in plan.tasks:
@@ -79,9 +88,14 @@ class QueueWorker:
     poll_interval: float = 0.02
     workdir: Path | None = None
     trust: Trust | None = None
+    credentials: Credentials | None = None  # this member's; None: unsigned
+    allowed_executors: tuple[str, ...] = ()  # what an envelope may ask for instead
 
     def __post_init__(self) -> None:
-        self.mailbox = Mailbox(self.store, self.team, self.member_id)
+        # a retry is re-enqueued by the worker that judged it: signed by that member
+        self.mailbox = Mailbox(
+            self.store, self.team, self.member_id, credentials=self.credentials
+        )
         self.runner = AttemptRunner(self.store, self.team, self.member_id, take=True)
         self.review = _QueueReview(self)
 
@@ -120,14 +134,19 @@ class QueueWorker:
         self.store.ack(self.team, WORK_QUEUE, delivery.message_id)
 
     def _work(self, env: TaskEnvelope) -> bool:
+        if self.credentials is not None:
+            try:  # the operator's, or a member's re-enqueued retry: never a stranger's
+                self.credentials.verify(ENVELOPE, env, env.signature, by=ANYONE)
+            except SignatureRefused as exc:
+                self.event(
+                    "security.envelope_refused",
+                    {"task_id": env.task_id, "claimed": exc.claimed, "reason": str(exc)},
+                )
+                return True
         ctx = TaskContext(
             worker_id=self.member_id, team=self.team, workdir=self.workdir, envelope=env
         )
-        try:  # a task may name its own executor, as it may in team mode
-            executor = resolve_executor(env.executor) if env.executor else self.executor
-        except ProtocolError:
-            executor = UnknownExecutor(env.executor or "")
-        ran = self.runner.run(env, executor, ctx)
+        ran = self.runner.run(env, self._executor_for(env), ctx)
         if ran.kind == "in_progress":
             return False
         if ran.kind == "fenced":
@@ -138,6 +157,15 @@ class QueueWorker:
             return True
         self.review.take(TaskResult.model_validate(ran.result))
         return True
+
+    def _executor_for(self, env: TaskEnvelope) -> Executor:
+        def refused(spec: str) -> None:
+            self._refused_executor(env.task_id, spec)
+
+        return choose_executor(env, self.executor, self.allowed_executors, refused)
+
+    def _refused_executor(self, task_id: str, spec: str) -> None:
+        self.event("security.executor_refused", {"task_id": task_id, "executor": spec[:200]})
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append_event(self.team, kind, {"member": self.member_id, **data})
@@ -150,9 +178,10 @@ class _QueueReview(Judging):
     def __init__(self, worker: QueueWorker) -> None:
         self.worker = worker
         self.store, self.team, self.me = worker.store, worker.team, worker.member_id
-        self.register = Register(worker.store, worker.team, lambda: QUEUE_EPOCH)
+        self.register = Register(worker.store, worker.team, lambda: QUEUE_EPOCH, worker.credentials)
         self.trust = worker.trust or Trust()
         self.workdir = worker.workdir
+        self.credentials = None  # the worker judges its own result: nothing to verify
         self.reviewer = Reviewer(self, Hooks([BudgetHook()]))
 
     def take(self, result: TaskResult) -> None:

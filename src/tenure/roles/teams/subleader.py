@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tenure.coord import LeaseTiming
+from tenure.coord import Credentials, LeaseTiming
 from tenure.executors import Executor, TaskContext, failed
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
@@ -68,6 +68,11 @@ class TeamExecutor:
     trust: Trust | None = None
     watch_every: float = 0.2
     planner: Planner | None = None  # plans a goal-only nested team, once
+    credentials: Credentials | None = None  # this member's in the parent team
+
+    def child_credentials(self, team: str) -> Credentials | None:
+        """The nested team's lead key, from the same key directory (None: unsigned)."""
+        return None if self.credentials is None else self.credentials.for_team(team, "lead")
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
         spec = read_task(self.store.get_task(ctx.team, envelope.task_id)).spec
@@ -111,6 +116,7 @@ class TeamExecutor:
                 poll_interval=self.poll_interval,
                 stale_grace=self.stale_grace,
                 trust=self.trust,
+                credentials=self.child_credentials(plan.team),
             ),
             plan,
         )
@@ -239,5 +245,6 @@ def sub_leader(
         poll_interval=config.poll_interval,
         trust=trust,
         planner=planner,
+        credentials=config.credentials,
     )
     return SubLeader(store, config, executor)
