@@ -10,11 +10,13 @@ acting on a guess or stalling on it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from tenure.coord import LEAD, Credentials, SignatureRefused
 from tenure.protocol import ProtocolError
+from tenure.protocol.signing import canonical
 from tenure.protocol.taskspec import AttemptData, TaskSpec, parse_data, parse_spec
 from tenure.store import TaskRecord, TaskState
 
@@ -83,7 +85,7 @@ class Task:
 
 
 _SPECS: dict[tuple[str, str], tuple[dict[str, Any], TaskSpec]] = {}
-_SIGNED: set[tuple[str, str, str]] = set()  # (team, task id, signature) verified already
+_SIGNED: set[tuple[str, str, str, bytes]] = set()  # (team, id, signature, digest) verified
 _CACHE_LIMIT = 100_000
 UNSIGNED = "not signed by the team's leadership"
 
@@ -108,7 +110,8 @@ def read_task(record: TaskRecord, credentials: Credentials | None = None) -> Tas
 
 def _unsigned(record: TaskRecord, spec: TaskSpec, credentials: Credentials) -> str | None:
     signature = spec.signature
-    key = (record.team, record.task_id, signature.sig if signature else "")
+    digest = hashlib.sha256(canonical(record.team, SPEC, spec)).digest()
+    key = (record.team, record.task_id, signature.sig if signature else "", digest)
     if key in _SIGNED:
         return None
     try:
