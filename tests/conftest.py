@@ -21,10 +21,21 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 BACKENDS = ["sqlite", "redis"]
 
+# Importing readline (done while pytest starts) puts COLUMNS=80 and LINES=24 into the
+# process's C environment, where os.environ does not see them but every child process
+# inherits them: pytest-xdist's workers would start with COLUMNS=80, and the console's
+# module-level rich Console would keep 80 columns for the whole run, whatever COLUMNS a
+# test passes. Every process starts from the environment the person running pytest had.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
 
-SESSION_PREFIX = f"t{uuid.uuid4().hex[:8]}"
-"""Every Redis key this test run makes starts with it: two runs sharing one server
-(a developer's and CI's, say) never see or wipe each other's keys."""
+
+SESSION_PREFIX = f"t{uuid.uuid4().hex[:8]}{os.environ.get('PYTEST_XDIST_WORKER', '')}"
+"""Every Redis key this test process makes starts with it: two runs sharing one server
+(a developer's and CI's, say), or two pytest-xdist workers of one run (each imports this
+file itself, so each draws its own; the worker's name, ``gw0``, ends it), never see or
+wipe each other's keys."""
 _next_prefix = itertools.count(1)
 
 
@@ -74,7 +85,8 @@ def wipe_redis(url: str) -> int:
 
 @pytest.fixture(scope="session", autouse=True)
 def _drop_this_runs_redis_keys() -> Iterator[None]:
-    """At the end of the run, delete the keys its tests made (Redis is shared)."""
+    """At the end of the session, delete the keys this process's tests made (Redis is
+    shared): under pytest-xdist each worker deletes its own, and no one else's."""
     yield
     try:
         import redis
