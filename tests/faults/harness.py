@@ -116,7 +116,7 @@ class Team:
 
     # --- the plan ---------------------------------------------------------------------
 
-    def write_plan(self, tasks: int) -> list[str]:
+    def write_plan(self, tasks: int, *, deadline: float = TASK_DEADLINE) -> list[str]:
         self.task_ids = [f"t{n:02d}" for n in range(1, tasks + 1)]
         schema = {
             "type": "object",
@@ -132,7 +132,7 @@ class Team:
                     "id": task_id,
                     "goal": f"record {task_id} in the ledger",
                     "acceptance_criteria": [f"the ledger has exactly one line for {task_id}"],
-                    "deadline_seconds": TASK_DEADLINE,
+                    "deadline_seconds": deadline,
                     "output_schema": schema,
                 }
                 for task_id in self.task_ids
