@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from conftest import sigstop_between_writes
 from tenure.coord import LeaseTiming
 from tenure.roles import LeaderConfig
 from tenure.store import Event, Store, TaskRecord, open_store
@@ -214,11 +215,12 @@ class Team:
         """Send ``sig`` to one member; returns the wall-clock time it was sent."""
         member = self.members[name]
         assert member.popen.poll() is None, f"{name} already exited:\n{self.report()}"
+        if sig == signal.SIGSTOP:  # a pause of the member, never of the SQLite database
+            member.stopped = True
+            return sigstop_between_writes(member.pid, self.url)
         sent = time.time()
         os.kill(member.pid, sig)
-        if sig == signal.SIGSTOP:
-            member.stopped = True
-        elif sig == signal.SIGCONT:
+        if sig == signal.SIGCONT:
             member.stopped = False
         elif sig == signal.SIGKILL:
             member.popen.wait(timeout=10)
