@@ -65,14 +65,21 @@ def _by_worker(event: Event) -> bool:
 
 
 @pytest.fixture
-def redis_team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Team]:
+def redis_team(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Team]:
     monkeypatch.setenv("TENURE_FAULTS_KEYED", "1")  # the workers' ledger honours keys
     team = Team(tmp_path, redis_or_skip())
     try:
         yield team
     finally:
-        team.stop_all()
-        team.close()
+        try:
+            team.stop_all()
+            report = getattr(request.node, "report_call", None)
+            if report is None or report.failed:  # as the `team` fixture does
+                print(team.report())
+        finally:
+            team.close()
 
 
 def test_a_wiped_redis_neither_obeys_a_stale_leader_nor_runs_an_effect_twice(
