@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import random
+import signal
+import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,15 +20,27 @@ from pathlib import Path
 import pytest
 
 from tenure.store import Store, open_store
+from tenure.store.url import sqlite_path
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 BACKENDS = ["sqlite", "redis"]
 
+# Importing readline (done while pytest starts) puts COLUMNS=80 and LINES=24 into the
+# process's C environment, where os.environ does not see them but every child process
+# inherits them: pytest-xdist's workers would start with COLUMNS=80, and the console's
+# module-level rich Console would keep 80 columns for the whole run, whatever COLUMNS a
+# test passes. Every process starts from the environment the person running pytest had.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
 
-SESSION_PREFIX = f"t{uuid.uuid4().hex[:8]}"
-"""Every Redis key this test run makes starts with it: two runs sharing one server
-(a developer's and CI's, say) never see or wipe each other's keys."""
+
+SESSION_PREFIX = f"t{uuid.uuid4().hex[:8]}{os.environ.get('PYTEST_XDIST_WORKER', '')}"
+"""Every Redis key this test process makes starts with it: two runs sharing one server
+(a developer's and CI's, say), or two pytest-xdist workers of one run (each imports this
+file itself, so each draws its own; the worker's name, ``gw0``, ends it), never see or
+wipe each other's keys."""
 _next_prefix = itertools.count(1)
 
 
@@ -74,7 +90,8 @@ def wipe_redis(url: str) -> int:
 
 @pytest.fixture(scope="session", autouse=True)
 def _drop_this_runs_redis_keys() -> Iterator[None]:
-    """At the end of the run, delete the keys its tests made (Redis is shared)."""
+    """At the end of the session, delete the keys this process's tests made (Redis is
+    shared): under pytest-xdist each worker deletes its own, and no one else's."""
     yield
     try:
         import redis
@@ -86,6 +103,47 @@ def _drop_this_runs_redis_keys() -> Iterator[None]:
         client.close()
     except Exception:  # noqa: BLE001 - no server or no client: nothing was made
         pass
+
+
+def _sqlite_write_lock_frees(url: str, within: float) -> bool:
+    """Whether the write lock of the SQLite store at ``url`` is free at some moment
+    ``within`` seconds (taken and given back at once)."""
+    conn = sqlite3.connect(sqlite_path(url), timeout=0, isolation_level=None)
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # locked: someone is inside a write
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.005)
+            else:
+                conn.execute("ROLLBACK")
+                return True
+    finally:
+        conn.close()
+
+
+def sigstop_between_writes(pid: int, store_url: str) -> float:
+    """SIGSTOP ``pid`` at a moment it is not inside a SQLite write transaction; return
+    the wall-clock time of the stop that stayed.
+
+    SQLite has one write lock per database file. A member stopped between ``BEGIN
+    IMMEDIATE`` and ``COMMIT`` keeps it, and every other member's write waits for it (up
+    to the backend's lock retry, 30 s): the whole team stands still, not the one member
+    a pause scenario means to take away. So while it is stopped the lock must come free
+    at some moment within 0.3 s (others hold it for milliseconds); if it does not, the
+    stopped process holds it: it is let run a little and stopped again. A Redis store has
+    no such lock: one stop."""
+    for _ in range(50):
+        sent = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        if not store_url.startswith("sqlite:") or _sqlite_write_lock_frees(store_url, 0.3):
+            return sent
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(random.uniform(0.01, 0.05))
+    raise AssertionError(f"pid {pid} held the SQLite write lock at each of 50 stops")
 
 
 def url_for(backend: str, tmp_path: Path) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from conftest import wipe_redis
+from conftest import sigstop_between_writes, wipe_redis
 from tenure.store import open_store
 
 from .conftest import FAKE_AGENT, fix_task, sh
@@ -89,7 +89,7 @@ def test_a_paused_leader_writes_nothing_after_its_lease_expired(repo: Path, tmp_
     paused = subprocess.Popen(argv, start_new_session=True, stdout=pipe, stderr=pipe, text=True)
     try:
         wait_for(started(repo), "the first attempt never started")
-        os.kill(paused.pid, signal.SIGSTOP)
+        sigstop_between_writes(paused.pid, url)  # it alone stops, not the database
         with open_store(url) as store:  # the store's clock decides; no sleeping on ours
             wait_for(lambda: store.current_lease("code/r1") is None, "the lease never expired")
         successor = subprocess.run(argv, capture_output=True, text=True, timeout=120)

@@ -32,3 +32,11 @@ def team(store_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
                 print(team.report())
         finally:
             team.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` the fault scenarios run one at a time, on one worker."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("faults"))

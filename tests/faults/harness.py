@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from conftest import sigstop_between_writes
 from tenure.coord import LeaseTiming
 from tenure.coord.credentials import init_team
 from tenure.roles import LeaderConfig
@@ -118,7 +119,7 @@ class Team:
 
     # --- the plan ---------------------------------------------------------------------
 
-    def write_plan(self, tasks: int) -> list[str]:
+    def write_plan(self, tasks: int, *, deadline: float = TASK_DEADLINE) -> list[str]:
         self.task_ids = [f"t{n:02d}" for n in range(1, tasks + 1)]
         schema = {
             "type": "object",
@@ -134,7 +135,7 @@ class Team:
                     "id": task_id,
                     "goal": f"record {task_id} in the ledger",
                     "acceptance_criteria": [f"the ledger has exactly one line for {task_id}"],
-                    "deadline_seconds": TASK_DEADLINE,
+                    "deadline_seconds": deadline,
                     "output_schema": schema,
                 }
                 for task_id in self.task_ids
@@ -222,11 +223,12 @@ class Team:
         """Send ``sig`` to one member; returns the wall-clock time it was sent."""
         member = self.members[name]
         assert member.popen.poll() is None, f"{name} already exited:\n{self.report()}"
+        if sig == signal.SIGSTOP:  # a pause of the member, never of the SQLite database
+            member.stopped = True
+            return sigstop_between_writes(member.pid, self.url)
         sent = time.time()
         os.kill(member.pid, sig)
-        if sig == signal.SIGSTOP:
-            member.stopped = True
-        elif sig == signal.SIGCONT:
+        if sig == signal.SIGCONT:
             member.stopped = False
         elif sig == signal.SIGKILL:
             member.popen.wait(timeout=10)

@@ -28,6 +28,12 @@ from .harness import Team, epoch_timeline, of_kind
 
 pytestmark = pytest.mark.slow
 WORKER_WRITES = ("effect.claimed", "task.transition")
+# The tasks the workers finished under epoch 2 just before the wipe are dispatched again
+# by the new leader with the same idempotency key; each worker absorbs the duplicate and
+# sends its old epoch-2 result again, which the new leader drops, so those tasks are only
+# retried once their deadline has passed. Each attempt sleeps at most 0.5 s: 8 s is a wide
+# margin and waits 22 s less than the harness's 30 s.
+DEADLINE = 8.0
 
 
 def _worker_at(team: Team, epoch: int) -> str | None:
@@ -61,21 +67,28 @@ def _by_worker(event: Event) -> bool:
 
 
 @pytest.fixture
-def redis_team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Team]:
+def redis_team(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Team]:
     monkeypatch.setenv("TENURE_FAULTS_KEYED", "1")  # the workers' ledger honours keys
     team = Team(tmp_path, redis_or_skip())
     try:
         yield team
     finally:
-        team.stop_all()
-        team.close()
+        try:
+            team.stop_all()
+            report = getattr(request.node, "report_call", None)
+            if report is None or report.failed:  # as the `team` fixture does
+                print(team.report())
+        finally:
+            team.close()
 
 
 def test_a_wiped_redis_neither_obeys_a_stale_leader_nor_runs_an_effect_twice(
     redis_team: Team,
 ) -> None:
     team = redis_team
-    team.write_plan(10)
+    team.write_plan(10, deadline=DEADLINE)
     first = team.start([("L1", 30), ("L2", 20)], workers=3, sleep="0.3-0.5")
     team.wait_for("two tasks done", lambda: team.done_count() >= 2, 30)
     team.signal("L1", signal.SIGKILL)  # so the epoch before the wipe is above 1
