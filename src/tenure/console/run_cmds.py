@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
@@ -17,9 +18,11 @@ from rich.live import Live
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
 from tenure.console.model_cmds import (
+    AllowOption,
     ArtifactOption,
     GoalOption,
     ModelOption,
+    allowed,
     open_checked,
     preflight,
     resolve_plan,
@@ -67,6 +70,7 @@ def run(
     team: Annotated[str, typer.Option("--team", "-t", help="Team path of a --goal plan.")] = (
         "default"
     ),
+    allow_model: AllowOption = None,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
@@ -80,6 +84,7 @@ def run(
     """
     if plan is None and not goal:
         raise fail("give a PLAN file, or --goal with --artifact to have the model plan")
+    allow = allowed(allow_model)
     if executor == "llm" and model:
         executor = f"llm:{model}"  # worker processes get the same model
     preflight(executor)  # refuse a bad spec or model before anything starts
@@ -95,6 +100,7 @@ def run(
             workdir=workdir,
             store=planning_store,
             save_dir=state_dir,
+            allow=allow,
         )
     assert found is not None
     loaded = found
@@ -131,6 +137,7 @@ def run(
                 workdir,
                 splitter,
                 model,
+                allow,
             )
         raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
 
@@ -147,6 +154,7 @@ def _run_processes(
     workdir: Path | None,
     splitter: Splitter | None = None,
     model: str | None = None,
+    allow: Collection[str] = (),
 ) -> None:
     if not store.shared_across_processes:  # each worker process would get a store of its own
         raise fail(f"store {url}: worker processes cannot share it; use --mode local")
@@ -158,7 +166,9 @@ def _run_processes(
         extra = []
     procs = []
     for each in team_tree(plan):  # a nested plan: workers for every team of the tree
-        common = team_worker_args(each, url, executor, state_dir, workdir, model=model)
+        common = team_worker_args(
+            each, url, executor, state_dir, workdir, model=model, allow=allow
+        )
         prefix = "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
         procs += [
             spawn(["worker", *common, "--id", f"{prefix}{n}", *extra])
@@ -217,9 +227,11 @@ def team_worker_args(
     workdir: Path | None,
     *,
     model: str | None = None,
+    allow: Collection[str] = (),
 ) -> list[str]:
     """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
-    get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL).
+    get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL)
+    and the operator's ``--allow-model`` for what that model writes.
     A goal-only team's workers get no capability: its tasks are not written yet."""
     args = ["--store", url, "--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
@@ -233,6 +245,8 @@ def team_worker_args(
         args.append("--sub-leader")  # composite tasks: these members lead the nested teams
         if model:
             args += ["--model", model]
+        for each in sorted(allow):
+            args += ["--allow-model", each]
     return args
 
 
