@@ -452,19 +452,24 @@ def envelope(**fields: Any) -> TaskEnvelope:
     )
 
 
+ABSOLUTE = "(an absolute path)"
+
+
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
         ({"input": {"page": "vendors/leak.txt"}}, "input.page: "),
         ({"input": {"pages": ["vendors/acme.txt", "../../../secret.txt"]}}, "input.pages[1]: "),
         ({"input": {"output_file": "out/x.json"}, "scope": ["out/"]}, "input.output_file: "),
-        ({"input": {"output_file": "/tmp/x.json"}, "scope": ["*"]}, "input.output_file: "),
+        ({"input": {"output_file": ABSOLUTE}, "scope": ["*"]}, "input.output_file: "),
     ],
 )
 def test_the_llm_worker_refuses_a_path_leading_out_before_calling_its_model(
     workdir: Path, fields: dict[str, Any], says: str
 ) -> None:
     (workdir / "out").symlink_to(workdir.parents[2])  # a directory leading out
+    if fields["input"].get("output_file") == ABSOLUTE:  # outside, yet inside this test's tmp
+        fields = {**fields, "input": {"output_file": str(workdir.parents[2] / "x.json")}}
     model = ScriptedModel([{"status": "completed", "artifact": {"x": 1}}])
     ctx = TaskContext(worker_id="w1", team="t", workdir=workdir)
     result = LLMExecutor(model).execute(envelope(**fields), ctx)
