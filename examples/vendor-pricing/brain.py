@@ -1,7 +1,8 @@
 """The example's scripted models: a planner and a worker that answer like careful LLMs.
 
 Deterministic and offline, so the example (and CI) runs without a provider. The
-planner answers with plan.yaml's tasks; the worker reads the page the prompt
+planner answers with plan.yaml's tasks (without its command check when the system
+prompt does not offer command checks: the operator has not allowed them); the worker reads the page the prompt
 shows it and extracts plan, price and currency, citing the page for each value,
 or merges the rows its dependencies returned. ``respond`` tells the two apart by
 the system prompt, so one function serves a ScriptedModel and the local
@@ -35,7 +36,10 @@ def planner_reply(messages: list[ChatMessage]) -> dict[str, Any]:
     if "failed every attempt" in messages[1].content:
         return {"tasks": []}  # this planner does not know how to split; the task goes to a person
     plan = yaml.safe_load((HERE / "plan.yaml").read_text(encoding="utf-8"))
-    return {"tasks": plan["tasks"]}
+    tasks = plan["tasks"]
+    if '"kind": "command"' not in messages[0].content:  # not offered: the operator forbids it
+        tasks = [{**t, "checks": [c for c in t.get("checks", []) if c["kind"] != "command"]} for t in tasks]
+    return {"tasks": tasks}
 
 
 def worker_reply(messages: list[ChatMessage]) -> dict[str, Any]:

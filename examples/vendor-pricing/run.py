@@ -7,8 +7,8 @@
 The leader's planner turns the goal and the vendor pages into a plan (validated:
 a DAG, disjoint write scopes, every task grounded in a listed page), LLM workers
 do the tasks, the leader verifies each result (sources and freshness, the
-output schema, and check.py run by the leader itself) and retries with the
-failure in the envelope. ``--fixed-plan`` skips planning and runs plan.yaml, the
+output schema, and check.py run by the leader itself: a command check the planner
+may write because run.py allows it) and retries with the failure in the envelope. ``--fixed-plan`` skips planning and runs plan.yaml, the
 plan the scripted planner produces. Exit status 0 only when check.py passes.
 """
 
@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = choose_model()
         artifacts = tenure.artifacts_from(["vendors/"], workdir)
-        planner = tenure.Planner(model)
+        # the plan's ground truth is a command the leader runs (check.py): a model may
+        # write one only because we allow it here; each one is logged (planner.allowed)
+        planner = tenure.Planner(model, allow={"commands"})
         if args.fixed_plan:
             plan = tenure.load_plan(workdir / "plan.yaml")
         else:

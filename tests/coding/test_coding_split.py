@@ -59,7 +59,7 @@ def test_the_planner_splits_an_exhausted_task_and_its_parts_finish_it(
     )
     model = ScriptedModel([PARTS, PARTS, PARTS])
     plan = make_plan([fix_task(1), fix_task(2, depends_on=["t1"])])
-    splitter = PlannerSplit(Planner(model), repo)
+    splitter = PlannerSplit(Planner(model, allow={"commands"}), repo)  # parts carry commands
     config = CodingConfig(repo=repo, plan=plan, agent=cli, run_id="r1", splitter=splitter)
     outcome = CodingLeader(config).run()
     assert outcome.done, outcome.reason

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from tenure.console.app import app, fail, out
+from tenure.console.model_cmds import AllowOption
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
@@ -66,6 +67,7 @@ def code(
         float,
         typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
     ] = DEFAULT_LEASE_TTL,
+    allow_model: AllowOption = None,
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt, checks run by the
     leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
@@ -77,12 +79,19 @@ def code(
     plan = load_plan(plan_path)
     cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
     splitter = None
+    if allow_model and split_with is None:
+        raise fail("--allow-model goes with --split-with (for the parts its model writes)")
     if split_with is not None:
-        from tenure.console.model_cmds import open_checked
+        from tenure.console.model_cmds import allowed, open_checked, planner_for
         from tenure.roles.coding.split import PlannerSplit
-        from tenure.roles.planning import Planner
 
-        splitter = PlannerSplit(Planner(open_checked(split_with)), repo.resolve())
+        allow = allowed(allow_model)
+        if "commands" not in allow:
+            raise fail(
+                "--split-with: each part of a coding split carries a command check the "
+                "model writes, which the leader runs; allow it with --allow-model commands"
+            )
+        splitter = PlannerSplit(planner_for(open_checked(split_with), allow), repo.resolve())
     leader = CodingLeader(
         CodingConfig(
             repo=repo.resolve(),

@@ -13,10 +13,14 @@ import typer
 from tenure.console.app import StoreOption, app, fail, out, store_url
 from tenure.console.keys_cmds import InsecureOption, KeysOption, member_credentials
 from tenure.console.model_cmds import (
+    AllowOption,
     ArtifactOption,
     GoalOption,
+    ModelAllow,
     ModelOption,
+    allowed,
     open_checked,
+    planner_for,
     preflight,
     resolve_plan,
 )
@@ -57,6 +61,7 @@ def leader(
     model: ModelOption = None,
     keys: KeysOption = None,
     insecure: InsecureOption = False,
+    allow_model: AllowOption = None,
 ) -> None:
     """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
 
@@ -67,6 +72,7 @@ def leader(
     """
     if goal and not team:
         raise fail("say which team the planned work is for: --team")
+    allow = allowed(allow_model)
     with ExitStack() as stack:  # a store only when planning: its rejections go to the log
         planning_store = stack.enter_context(open_store(store_url(store))) if goal else None
         loaded, splitter = resolve_plan(
@@ -78,6 +84,7 @@ def leader(
             workdir=workdir,
             store=planning_store,
             save_dir=state_dir,
+            allow=allow,
         )
     name = team or (loaded.team if loaded else None)
     if name is None:
@@ -162,6 +169,7 @@ def worker(
     ] = None,
     keys: KeysOption = None,
     insecure: InsecureOption = False,
+    allow_model: AllowOption = None,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
 
@@ -172,7 +180,7 @@ def worker(
     """
     chosen = resolve_executor(executor, field="--exec")
     preflight(chosen)  # a model worker checks its model's settings and server first
-    planner = _sub_leader_planner(model, sub_leader)
+    planner = _sub_leader_planner(model, sub_leader, allow_model)
     member = member_id or f"worker-{new_id()[-6:].lower()}"
     stop = threading.Event()
     stop_on_signals(stop)
@@ -213,16 +221,22 @@ def worker(
         Follower(opened, config, chosen).run(stop)
 
 
-def _sub_leader_planner(flag: str | None, sub_leader: bool) -> Planner | None:
+def _sub_leader_planner(
+    flag: str | None, sub_leader: bool, allow_model: list[ModelAllow] | None = None
+) -> Planner | None:
     """A sub-leader's planner for goal-only nested teams: from --model or TENURE_MODEL,
-    checked now (one line if it cannot be used); none when neither names a model."""
+    checked now (one line if it cannot be used); none when neither names a model.
+    ``--allow-model`` is what the operator lets that model's plans add."""
     if not sub_leader:
         if flag:
             raise fail(
                 "--model goes with --sub-leader (it plans nested teams); a model "
                 "worker names its model in --exec llm:MODEL"
             )
+        if allow_model:
+            raise fail("--allow-model goes with --sub-leader (for the plans its model writes)")
         return None
+    allow = allowed(allow_model)
     if not (flag or os.environ.get(ENV_MODEL, "").strip()):
         return None
-    return Planner(open_checked(flag))
+    return planner_for(open_checked(flag), allow)

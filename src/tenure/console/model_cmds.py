@@ -4,23 +4,30 @@
 Every setting problem (no model, unknown provider, missing key, unreachable base
 URL, a cost budget on an unpriced model) is one line saying what to set, printed
 before any work starts.
+
+What the model writes is data: ``--allow-model commands|executors`` is the operator's
+explicit leave for its plans and splits to add command checks or executors
+(``roles.planning.limits``); giving it, and every use of it, is a warning line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
+from rich.markup import escape
 
-from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.app import StoreOption, app, err, out, store_url
 from tenure.executors import Executor, resolve_executor
 from tenure.executors.llm import LLMExecutor, price_of
 from tenure.models import Model, check_reachable, model_spec, open_model
 from tenure.protocol import ConfigError, Plan, load_plan, to_dict
 from tenure.roles.features.split import Splitter
-from tenure.roles.planning.planner import Planner, artifacts_from
+from tenure.roles.planning import Planner, allowance, artifacts_from
 from tenure.store import Store, open_store
 
 GoalOption = Annotated[
@@ -46,6 +53,46 @@ ModelOption = Annotated[
 ]
 
 
+
+
+class ModelAllow(StrEnum):
+    commands = "commands"
+    executors = "executors"
+
+
+AllowOption = Annotated[
+    list[ModelAllow] | None,
+    typer.Option(
+        "--allow-model",
+        help="Let the plans and splits the model writes add `commands` (command checks the "
+        "leader runs) or `executors` (a task's executor, a judge check's model); repeatable. "
+        "Off by default; each use is logged.",
+        show_default=False,
+    ),
+]
+
+
+def warn(line: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+
+
+def allowed(values: list[ModelAllow] | None) -> frozenset[str]:
+    """The ``--allow-model`` values; given at all, they are said on stderr."""
+    chosen = allowance(str(v) for v in values or [])
+    if chosen:
+        names = ", ".join(sorted(chosen))
+        warn(
+            f"--allow-model {names}: plans and splits the model writes may add {names}; "
+            "each use is logged (planner.allowed)"
+        )
+    return chosen
+
+
+def planner_for(model: Model, allow: Collection[str] = (), **kwargs: Any) -> Planner:
+    """The planner the commands use: the operator's allowance, its uses said on stderr."""
+    return Planner(model, allow=frozenset(allow), announce=warn, **kwargs)
+
+
 def open_checked(flag: str | None) -> Model:
     """The model ``--model`` or ``TENURE_MODEL`` names, built and its server reached."""
     model = open_model(model_spec(flag))
@@ -61,6 +108,7 @@ def planned(
     team: str,
     workdir: Path | None,
     store: Store | None = None,
+    allow: Collection[str] = (),
 ) -> Plan:
     """A validated plan from the planner; its rejections go to the team's event log."""
 
@@ -69,9 +117,9 @@ def planned(
             store.append_event(team, kind, data)
 
     found = artifacts_from(artifacts, workdir)
-    planner = Planner(model, on_event=record)
+    planner = planner_for(model, allow, on_event=record)
     out.print(f"planning with {model.provider}:{model.name} from {len(found)} artifact(s)...")
-    plan = planner.plan(goal, found, team=team)
+    plan = planner.plan(goal, found, team=team, workdir=workdir)
     spent = plan.planning_spend
     tokens = (spent.input_tokens + spent.output_tokens) if spent else 0
     out.print(f"planned {len(plan.tasks)} task(s) in {planner.calls} call(s), {tokens} tokens")
@@ -88,6 +136,7 @@ def resolve_plan(
     workdir: Path | None,
     store: Store | None,
     save_dir: Path | None = None,
+    allow: Collection[str] = (),
 ) -> tuple[Plan | None, Splitter | None]:
     """The plan (from the file, or planned from ``goal``) and the splitter a model makes
     possible: with ``--goal`` or ``--model`` the leader may split a task once."""
@@ -98,7 +147,9 @@ def resolve_plan(
     model = open_checked(model_flag) if (goal or model_flag) else None
     plan = load_plan(path) if path is not None else None
     if goal and model is not None:
-        plan = planned(goal, artifacts or [], model, team=team, workdir=workdir, store=store)
+        plan = planned(
+            goal, artifacts or [], model, team=team, workdir=workdir, store=store, allow=allow
+        )
         if save_dir is not None:
             saved = save_dir / f"plan-{team.replace('/', '-')}.yaml"
             saved.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +158,7 @@ def resolve_plan(
     splitter = None
     if model is not None:
         listed = artifacts_from(artifacts, workdir) if artifacts else []
-        splitter = Splitter(Planner(model), listed, workdir=workdir)
+        splitter = Splitter(planner_for(model, allow), listed, workdir=workdir)
     return plan, splitter
 
 
@@ -148,6 +199,7 @@ def plan_command(
         Path | None, typer.Option(help="Where the artifacts' relative paths start.")
     ] = None,
     store: StoreOption = None,
+    allow_model: AllowOption = None,
 ) -> None:
     """Ask the model for a plan of GOAL over the listed artifacts, validated, and write it.
 
@@ -157,11 +209,20 @@ def plan_command(
 
     Example: `tenure plan --goal "Price our vendors" --artifact vendors/ --model openai:gpt-4.1`
     """
+    allow = allowed(allow_model)
     chosen = open_checked(model)
     if store is None:  # no store named: nothing to log to, and none is created
-        made = planned(goal, artifact or [], chosen, team=team, workdir=workdir)
+        made = planned(goal, artifact or [], chosen, team=team, workdir=workdir, allow=allow)
     else:
         with open_store(store_url(store)) as opened:
-            made = planned(goal, artifact or [], chosen, team=team, workdir=workdir, store=opened)
+            made = planned(
+                goal,
+                artifact or [],
+                chosen,
+                team=team,
+                workdir=workdir,
+                store=opened,
+                allow=allow,
+            )
     output.write_text(yaml.safe_dump(to_dict(made), sort_keys=False), encoding="utf-8")
     out.print(f"wrote {output}")

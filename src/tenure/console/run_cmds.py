@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
@@ -18,9 +19,11 @@ from rich.live import Live
 from tenure.console.app import StoreOption, app, fail, out, store_url
 from tenure.console.keys_cmds import InsecureOption, KeysOption, keys_root, member_credentials
 from tenure.console.model_cmds import (
+    AllowOption,
     ArtifactOption,
     GoalOption,
     ModelOption,
+    allowed,
     open_checked,
     preflight,
     resolve_plan,
@@ -71,6 +74,7 @@ def run(
     ),
     keys: KeysOption = None,
     insecure: InsecureOption = False,
+    allow_model: AllowOption = None,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
@@ -87,6 +91,7 @@ def run(
     """
     if plan is None and not goal:
         raise fail("give a PLAN file, or --goal with --artifact to have the model plan")
+    allow = allowed(allow_model)
     if executor == "llm" and model:
         executor = f"llm:{model}"  # worker processes get the same model
     preflight(executor)  # refuse a bad spec or model before anything starts
@@ -102,6 +107,7 @@ def run(
             workdir=workdir,
             store=planning_store,
             save_dir=state_dir,
+            allow=allow,
         )
     assert found is not None
     loaded = found
@@ -139,6 +145,7 @@ def run(
                 splitter,
                 model,
                 None if insecure else keys_root(keys),
+                allow,
             )
         raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
 
@@ -156,6 +163,7 @@ def _run_processes(
     splitter: Splitter | None = None,
     model: str | None = None,
     keys: Path | None = None,
+    allow: Collection[str] = (),
 ) -> None:
     if not store.shared_across_processes:  # each worker process would get a store of its own
         raise fail(f"store {url}: worker processes cannot share it; use --mode local")
@@ -173,7 +181,9 @@ def _run_processes(
     signing = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     procs = []
     for each in team_tree(plan):
-        common = team_worker_args(each, url, executor, state_dir, workdir, model=model)
+        common = team_worker_args(
+            each, url, executor, state_dir, workdir, model=model, allow=allow
+        )
         procs += [
             spawn(["worker", *common, *signing, "--id", member, *extra])
             for member in members[each.team]
@@ -248,14 +258,16 @@ def team_worker_args(
     workdir: Path | None,
     *,
     model: str | None = None,
+    allow: Collection[str] = (),
 ) -> list[str]:
     """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
-    get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL).
+    get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL)
+    and the operator's ``--allow-model`` for what that model writes.
     A goal-only team's workers get no capability: its tasks are not written yet."""
     args = ["--store", url, "--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
-    for allowed in plan_executors(plan):  # the operator's plan names them: its workers may run them
-        args += ["--allow-exec", allowed]
+    for spec in plan_executors(plan):  # the operator's plan names them: its workers may run them
+        args += ["--allow-exec", spec]
     if workdir is not None:
         args += ["--workdir", str(workdir)]
     # every worker runs the same executor, so each takes every capability the plan asks
@@ -266,6 +278,8 @@ def team_worker_args(
         args.append("--sub-leader")  # composite tasks: these members lead the nested teams
         if model:
             args += ["--model", model]
+        for each in sorted(allow):
+            args += ["--allow-model", each]
     return args
 
 

@@ -28,7 +28,7 @@ are re-exported here.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Any
 
 from tenure.executors.base import TaskContext, make_result
@@ -43,6 +43,7 @@ from tenure.executors.llm_materials import (
     MATERIAL_LIMIT,
     SKIP_INPUT_KEYS,
     Material,
+    check_output_file,
     in_scope,
     read_materials,
 )
@@ -54,7 +55,7 @@ from tenure.executors.llm_prompt import (
 )
 from tenure.models import ChatMessage, Completion, Model, ModelError
 from tenure.models.select import open_model
-from tenure.protocol import TaskEnvelope, TaskResult
+from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult
 
 __all__ = [
     "BUDGET_PREFIX",
@@ -67,6 +68,7 @@ __all__ = [
     "LLMExecutor",
     "Material",
     "Meter",
+    "check_output_file",
     "checkin_message",
     "estimate_tokens",
     "in_scope",
@@ -118,10 +120,15 @@ class _Attempt:
         self.env = envelope
         self.ctx = ctx
         self.meter = Meter(envelope.budget, price_of(owner.model))
-        self.materials = read_materials(envelope, ctx.workdir, owner.material_limit)
+        self.materials: dict[str, Material] = {}
         self.notes: list[str] = []
 
     def run(self) -> TaskResult:
+        try:  # paths first: one leading out of the workdir or the scope costs no model call
+            check_output_file(self.env, self.ctx.workdir)
+            self.materials = read_materials(self.env, self.ctx.workdir, self.owner.material_limit)
+        except ProtocolError as exc:
+            return self._failed(str(exc))
         turns = self.owner.max_turns
         messages = [
             ChatMessage("system", self.owner.system),
@@ -243,20 +250,28 @@ class _Attempt:
         return None
 
     def _write_output(self, artifact: Any, fields: dict[str, Any]) -> str | None:
-        """``input.output_file``: write the artifact there as JSON, if the scope allows it."""
+        """``input.output_file``: write the artifact there as JSON, if the scope and the
+        workdir allow it (checked again now: a symlink may have appeared meanwhile)."""
         target = self.env.input.get("output_file")
         if not isinstance(target, str) or not target:
             return None
-        if not in_scope(target, self.env.scope):
-            return f"output_file {target!r} is outside the task's scope {self.env.scope}"
-        path = (self.ctx.workdir or Path(".")) / target
+        workdir = self.ctx.workdir
 
         def write() -> str:
+            path = check_output_file(self.env, workdir)
+            assert path is not None
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(artifact, indent=2) + "\n", encoding="utf-8")
+            path = check_output_file(self.env, workdir)  # the parents made are ours
+            assert path is not None
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(artifact, indent=2) + "\n")
             return target
 
-        written = self.ctx.effect(f"write:{target}", write)
+        try:
+            written = self.ctx.effect(f"write:{target}", write)
+        except (ProtocolError, OSError) as exc:
+            return f"output_file not written: {exc}"
         fields["notes"]["changed"] = [*fields["notes"].get("changed", []), written]
         return None
 

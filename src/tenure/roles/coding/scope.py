@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from tenure.executors.paths import inside
 from tenure.executors.worktrees import TENURE_DIR
 from tenure.protocol import CommandCheck, Plan
 from tenure.protocol.errors import ProtocolError
@@ -38,13 +39,8 @@ def check_tasks(root: Path, plan: Plan) -> None:
 
 
 def check_scope(root: Path, scope: str, field_name: str) -> None:
-    pure = PurePosixPath(scope)
-    normal = posixpath.normpath(scope)
-    if pure.is_absolute() or normal == ".." or normal.startswith("../"):
-        raise ProtocolError(field_name, f"a path inside the repository {root}; got {scope!r}")
-    if not (root / normal).resolve().is_relative_to(root):
-        raise ProtocolError(field_name, f"{scope!r} resolves outside the repository {root}")
-    first = normal.split("/")[0]
+    inside(scope, root, field=field_name)  # no absolute path, ~, .. or symlink leading out
+    first = posixpath.normpath(scope).split("/")[0]
     if first in (".git", TENURE_DIR):
         raise ProtocolError(field_name, f"a path outside {first}/ (reserved); got {scope!r}")
 

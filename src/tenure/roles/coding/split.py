@@ -36,7 +36,7 @@ class PlannerSplit:
     def __call__(self, task: PlanTask, failures: list[str]) -> list[PlanTask]:
         artifacts = [Artifact(s, "dir" if (self.root / s).is_dir() else "file") for s in task.scope]
         parts, _ = self.planner.split(
-            task, failures, artifacts, taken=set(), max_parts=self.max_parts
+            task, failures, artifacts, taken=set(), max_parts=self.max_parts, workdir=self.root
         )
         return parts
 

@@ -3,7 +3,9 @@
 When a task has used all its attempts, ``SplitHook`` asks the planner (once per
 task, never for a task that is itself a split part) for 2-5 smaller tasks that
 together do its goal, validated like any plan: a DAG, disjoint scopes confined
-to the parent's scope, every part grounded in a listed artifact. The parts are
+to the parent's scope, every part grounded in a listed artifact, and nothing a model
+may not write (``roles.planning.limits``: a part keeps its parent's executor and
+checks, and adds commands or executors only if the operator allows). The parts are
 registered as ``<task>.<part>``; the parent stays queued with ``data.split_into``
 and is never dispatched again. When every part is done the parent is completed
 with their artifacts (its own command checks run first); when a part needs a
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from tenure.executors.paths import URL_PREFIXES, PathOutside, inside
 from tenure.protocol import (
     CommandCheck,
     PlanTask,
@@ -68,21 +71,31 @@ class Splitter:
         failures = [h.failure for h in history]
         planner = replace(self.planner, on_event=log)  # its calls go into the team's log
         return planner.split(
-            task, failures, self.artifacts_for(task), taken=taken, max_parts=self.max_parts
+            task,
+            failures,
+            self.artifacts_for(task),
+            taken=taken,
+            max_parts=self.max_parts,
+            workdir=self.workdir,
         )
 
     def artifacts_for(self, task: PlanTask) -> list[Artifact]:
-        """The team's artifacts, or else what the task itself was given."""
+        """The team's artifacts, or else what the task itself was given (a path leading
+        out of the working directory is not something the team can reach)."""
         if self.artifacts:
             return self.artifacts
-        root = self.workdir or Path(".")
         out = []
         for ref in references(task):
-            if ref.startswith(("http://", "https://")):
+            if ref.startswith(URL_PREFIXES):
                 out.append(Artifact(ref, "url"))
-            elif (root / ref).is_dir():
+                continue
+            try:
+                path = inside(ref, self.workdir, field="input")
+            except PathOutside:
+                continue
+            if path.is_dir():
                 out.append(Artifact(ref, "dir"))
-            elif (root / ref).is_file():
+            elif path.is_file():
                 out.append(Artifact(ref, "file"))
         return out
 

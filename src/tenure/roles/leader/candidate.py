@@ -21,6 +21,7 @@ from tenure.coord import (
     LeaseKeeper,
     LeaseTiming,
 )
+from tenure.executors.paths import check_task_paths
 from tenure.protocol import Plan, TenureError
 from tenure.protocol.errors import LeaseLost, StaleEpoch
 from tenure.roles.leader.conductor import Conductor
@@ -67,6 +68,7 @@ class Candidate:
         self.hooks = list(hooks)
         if plan is not None:
             Hooks(self.hooks).check_options(plan)  # refused now, not at every election
+            check_task_paths(plan.tasks, config.workdir)  # scopes and outputs inside it
         self.config = config
         self.plan = plan
         self.team = config.team

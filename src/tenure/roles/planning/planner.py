@@ -11,6 +11,11 @@ The plan is validated before anything is dispatched:
    invents ``vendors/zeta.txt`` would otherwise send a worker to price a vendor
    that does not exist, and every task downstream would build on it.
 
+A plan is model output, data and not instructions: it may not add what would run
+or touch the filesystem (command checks, executors, nested teams, paths outside the
+working directory) unless the operator allows it (``allow``), and every use of an
+allowance is logged (``roles.planning.limits``).
+
 A rejected plan goes back to the model with the reason, up to ``max_rounds``
 times. When a task exhausts its attempts, :class:`Splitter` asks the same
 planner, once, for smaller tasks that together do its goal (validated the same
@@ -24,8 +29,10 @@ re-exported here.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tenure.models import ChatMessage, Completion, Model, ModelError
@@ -45,6 +52,7 @@ from tenure.roles.planning.checks import (
     tasks_of,
     validate_plan,
 )
+from tenure.roles.planning.limits import Allowed, NotAllowed, allowance, check_model_output
 
 __all__ = [
     "MAX_LISTED",
@@ -62,32 +70,57 @@ __all__ = [
     "check_scopes",
     "looks_like_reference",
     "plan_schema",
+    "planner_system",
     "references",
 ]
 
-PLANNER_SYSTEM = """\
+def planner_system(allow: Collection[str] = frozenset()) -> str:
+    """The planner's system prompt; it offers command checks and executors only when the
+    operator allows them."""
+    kinds = (
+        '{"kind": "evidence", "max_age_seconds": N}, {"kind": "schema", "schema": JSON_SCHEMA}'
+    )
+    if "commands" in allow:
+        kinds += ', {"kind": "command", "run": "SHELL", "expect_exit": 0}'
+    executor = (
+        '- "executor": optional, what runs the task (e.g. "llm:PROVIDER:MODEL")\n'
+        if "executors" in allow
+        else ""
+    )
+    never = [
+        *([] if "commands" in allow else ["command checks"]),
+        *([] if "executors" in allow else ["executors", "judge models"]),
+        "nested teams",
+        "options",
+    ]
+    return f"""\
 You are the planner of a Tenure team. Turn the goal into a plan of small tasks that \
 workers can do independently. A worker is a language model that reads only what its \
 task's input names (listed files are read for it) and the results of the tasks it depends on.
 
-Return one JSON object: {"tasks": [TASK, ...]}. Each TASK has:
+Return one JSON object: {{"tasks": [TASK, ...]}}. Each TASK has:
 - "id": short, letters/digits/-/_ only, unique
 - "goal": what to do, in a sentence or two
 - "acceptance_criteria": sentences that say what done means
-- "checks": machine-run checks, any of {"kind": "evidence", "max_age_seconds": N}, \
-{"kind": "schema", "schema": JSON_SCHEMA}, {"kind": "command", "run": "SHELL", "expect_exit": 0}
+- "checks": machine-run checks, any of {kinds}
 - "input": an object; name every artifact the task reads by its exact name from the list
 - "scope": the paths the task writes (empty if it writes nothing)
 - "depends_on": ids of tasks that must finish first
 - "output_schema": optional JSON Schema of the task's result
 - "capability": optional, a capability a worker must have
-
+{executor}
 Rules, each one checked before anything runs:
 1. Every task names at least one listed artifact in its input, or depends on another task.
 2. Never name a file or URL that is not in the artifact list.
 3. No dependency cycles.
 4. Tasks that can run at the same time must not share any scope path.
-5. To write a file, put its path in input.output_file and in scope; the worker's result is written there as JSON."""
+5. To write a file, put its path in input.output_file and in scope; the worker's result is \
+written there as JSON.
+6. Every path is relative and stays inside the working directory: no leading /, no ~, no ..
+7. Your plan is data, not instructions: it may not add {", ".join(never)}."""
+
+
+PLANNER_SYSTEM = planner_system()
 
 
 class PlanningFailed(TenureError):
@@ -126,15 +159,28 @@ def _ignore(kind: str, data: dict[str, Any]) -> None:
     return None
 
 
+def _to_stderr(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
 @dataclass
 class Planner:
-    """Asks ``model`` for a plan and re-asks, with the reason, until one is valid."""
+    """Asks ``model`` for a plan and re-asks, with the reason, until one is valid.
+
+    ``allow``: what the operator lets the model's plans add (``commands``,
+    ``executors``); each use is a ``planner.allowed`` event and a line to ``announce``
+    (stderr unless given)."""
 
     model: Model
     max_rounds: int = 3
     max_tokens: int | None = 8192
     on_event: EventSink = _ignore
     meter: Meter = field(default_factory=Meter)  # every call's tokens and cost
+    allow: Collection[str] = frozenset()
+    announce: Callable[[str], None] = _to_stderr
+
+    def __post_init__(self) -> None:
+        self.allow = allowance(self.allow)  # a frozenset of known names, or ConfigError
 
     @property
     def calls(self) -> int:
@@ -149,8 +195,10 @@ class Planner:
         max_attempts: int | None = None,
         budget: dict[str, Any] | None = None,
         deadline_seconds: float | None = None,
+        workdir: Path | None = None,
     ) -> Plan:
-        """A validated plan for ``goal``; PlanningFailed after ``max_rounds`` rejections."""
+        """A validated plan for ``goal``; PlanningFailed after ``max_rounds`` rejections.
+        Its paths stay inside ``workdir`` (default: the current directory)."""
         if not artifacts:
             raise ConfigError(
                 "the planner needs at least one artifact the team can reach: pass --artifact "
@@ -160,6 +208,7 @@ class Planner:
         prompt = f"Goal: {goal}\n\nArtifacts the team can reach:\n"
         prompt += "\n".join(a.line() for a in artifacts)
         prompt += "\n\nReturn the plan as one JSON object."
+        used: list[Allowed] = []
 
         def build(tasks: list[dict[str, Any]]) -> Plan:
             extra: dict[str, Any] = {}
@@ -170,17 +219,22 @@ class Planner:
             if deadline_seconds is not None:
                 tasks = [{"deadline_seconds": deadline_seconds, **t} for t in tasks]
             plan = validate_plan({"team": team, "goal": goal, "tasks": tasks, **extra})
+            used[:] = check_model_output(plan.tasks, allow=self.allow, workdir=workdir)
             check_plan(plan, artifacts)
             return plan
 
         plan: Plan = self._converse(prompt, build, purpose="plan")
+        self._allowed(used, "plan")
         spent = self._spend_since(start)
         return plan.model_copy(update={"planning_spend": spent})
 
     def _converse(
         self, prompt: str, build: Callable[[list[dict[str, Any]]], Any], *, purpose: str
     ) -> Any:
-        messages = [ChatMessage("system", PLANNER_SYSTEM), ChatMessage("user", prompt)]
+        messages = [
+            ChatMessage("system", planner_system(self.allow)),
+            ChatMessage("user", prompt),
+        ]
         reason = "no answer"
         for round_ in range(1, self.max_rounds + 1):
             try:
@@ -190,12 +244,16 @@ class Planner:
             except ModelError as exc:
                 raise PlanningFailed(f"the planner's model call failed: {exc}") from None
             self._count(completion, purpose, round_)
+            refused: dict[str, Any] = {}
             try:
                 return build(tasks_of(completion))
+            except NotAllowed as exc:  # what a model may not write: said so in the event
+                reason, refused = str(exc), {"refused": exc.what}
             except PlanRejected as exc:
                 reason = str(exc)
             self.on_event(
-                "planner.rejected", {"purpose": purpose, "round": round_, "reason": reason}
+                "planner.rejected",
+                {"purpose": purpose, "round": round_, "reason": reason, **refused},
             )
             messages += [
                 ChatMessage("assistant", completion.text),
@@ -223,6 +281,21 @@ class Planner:
             },
         )
 
+    def _allowed(self, used: list[Allowed], purpose: str) -> None:
+        """Log every use of the operator's allowance: an event and a line."""
+        for each in used:
+            self.on_event(
+                "planner.allowed",
+                {
+                    "purpose": purpose,
+                    "allow": each.allow,
+                    "task_id": each.task_id,
+                    "field": each.field,
+                    "value": each.value[:500],
+                },
+            )
+            self.announce(each.line())
+
     def _spend_since(self, start: Mark) -> Spend:
         return self.meter.since(start) or Spend(model=f"{self.model.provider}:{self.model.name}")
 
@@ -236,9 +309,11 @@ class Planner:
         *,
         taken: set[str],
         max_parts: int = 5,
+        workdir: Path | None = None,
     ) -> tuple[list[PlanTask], Spend]:
         """Smaller tasks that together do ``task``'s goal, ids prefixed ``<task>.``, within its
-        scope, grounded; the caller's ``taken`` ids are avoided. PlanningFailed if none."""
+        scope (and ``workdir``), grounded; the caller's ``taken`` ids are avoided.
+        PlanningFailed if none."""
         start = self.meter.mark()
         shown = task.model_dump(mode="json", exclude_defaults=True)
         prompt = (
@@ -251,14 +326,18 @@ class Planner:
             + "\n".join(a.line() for a in artifacts)
             + '\n\nReturn them as one JSON object {"tasks": [...]}.'
         )
+        used: list[Allowed] = []
 
         def build(raw: list[dict[str, Any]]) -> list[PlanTask]:
             if not 2 <= len(raw) <= max_parts:
                 raise PlanRejected(f"give 2 to {max_parts} tasks, not {len(raw)}")
             parts = prefixed_parts(task, raw, taken)
+            used[:] = check_model_output(parts, allow=self.allow, workdir=workdir, parent=task)
             check_scopes(parts, within=task.scope)
             check_grounding(parts, artifacts)
             return parts
 
-        parts: list[PlanTask] = self._converse(prompt, build, purpose=f"split:{task.id}")
+        purpose = f"split:{task.id}"
+        parts: list[PlanTask] = self._converse(prompt, build, purpose=purpose)
+        self._allowed(used, purpose)
         return parts, self._spend_since(start)

@@ -96,6 +96,7 @@ def plan_once(
         team=plan.team,
         max_attempts=plan.max_attempts,
         budget=to_dict(plan.budget) if plan.budget is not None else None,
+        workdir=workdir,
     )
     made = made.model_copy(update={"policies": plan.policies})
     record(PLANNED, {"plan": to_dict(made), "tasks": len(made.tasks)})
