@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.app import PassEnvOption, StoreOption, app, fail, out, pass_env, store_url
 from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
@@ -20,6 +20,7 @@ from tenure.console.model_cmds import (
     resolve_plan,
 )
 from tenure.console.processes import stop_on_signals
+from tenure.console.safe import safe_text
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
@@ -54,6 +55,7 @@ def leader(
     goal: GoalOption = None,
     artifact: ArtifactOption = None,
     model: ModelOption = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
 
@@ -63,6 +65,7 @@ def leader(
     """
     if goal and not team:
         raise fail("say which team the planned work is for: --team")
+    pass_env(pass_names)  # command checks run with them
     with ExitStack() as stack:  # a store only when planning: its rejections go to the log
         planning_store = stack.enter_context(open_store(store_url(store))) if goal else None
         loaded, splitter = resolve_plan(
@@ -94,7 +97,7 @@ def leader(
     stop_on_signals(stop)
     with open_store(store_url(store)) as opened:
         outcome = Leader(opened, config, loaded, splitter=splitter).run(stop)
-    out.print(f"leader {config.member_id}: {outcome}")
+    out.print(f"leader {safe_text(config.member_id)}: {safe_text(outcome)}")
 
 
 @app.command()
@@ -145,11 +148,13 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
 
     Example: `tenure worker --store redis://10.0.0.5:6379/0 --team acme --id w1 --exec "command:./agent.sh"`
     """
+    pass_env(pass_names)
     chosen = resolve_executor(executor, field="--exec")
     preflight(chosen)  # a model worker checks its model's settings and server first
     planner = _sub_leader_planner(model, sub_leader)

@@ -15,7 +15,7 @@ import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
 
-from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.app import PassEnvOption, StoreOption, app, fail, out, pass_env, store_url
 from tenure.console.model_cmds import (
     ArtifactOption,
     GoalOption,
@@ -25,6 +25,7 @@ from tenure.console.model_cmds import (
     resolve_plan,
 )
 from tenure.console.processes import spawn, stop_all
+from tenure.console.safe import safe_text
 from tenure.console.state_cmds import team_table
 from tenure.console.tree import team_tree_table
 from tenure.coord import LeaseTiming
@@ -32,6 +33,7 @@ from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, team_tree
+from tenure.protocol.secrets import redact_url
 from tenure.roles import Leader, LeaderConfig, LocalTeam, enqueue_plan
 from tenure.roles.features import Splitter
 from tenure.store import Store, open_store
@@ -67,6 +69,7 @@ def run(
     team: Annotated[str, typer.Option("--team", "-t", help="Team path of a --goal plan.")] = (
         "default"
     ),
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
@@ -80,6 +83,7 @@ def run(
     """
     if plan is None and not goal:
         raise fail("give a PLAN file, or --goal with --artifact to have the model plan")
+    pass_env(pass_names)  # the workers started below inherit it
     if executor == "llm" and model:
         executor = f"llm:{model}"  # worker processes get the same model
     preflight(executor)  # refuse a bad spec or model before anything starts
@@ -149,7 +153,7 @@ def _run_processes(
     model: str | None = None,
 ) -> None:
     if not store.shared_across_processes:  # each worker process would get a store of its own
-        raise fail(f"store {url}: worker processes cannot share it; use --mode local")
+        raise fail(f"store {redact_url(url)}: worker processes cannot share it; use --mode local")
     if mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
         longest = max(t.deadline_seconds for t in plan.tasks)
@@ -158,10 +162,10 @@ def _run_processes(
         extra = []
     procs = []
     for each in team_tree(plan):  # a nested plan: workers for every team of the tree
-        common = team_worker_args(each, url, executor, state_dir, workdir, model=model)
+        common = team_worker_args(each, executor, state_dir, workdir, model=model)
         prefix = "worker-" if each is plan else each.team.rsplit("/", 1)[1] + "-w"
         procs += [
-            spawn(["worker", *common, "--id", f"{prefix}{n}", *extra])
+            spawn(["worker", *common, "--id", f"{prefix}{n}", *extra], store_url=url)
             for n in range(1, workers + 1)
         ]
     try:
@@ -211,7 +215,6 @@ def _nested_planner(plan: Plan, model: str | None) -> None:
 
 def team_worker_args(
     plan: Plan,
-    url: str,
     executor: str,
     state_dir: Path,
     workdir: Path | None,
@@ -220,8 +223,9 @@ def team_worker_args(
 ) -> list[str]:
     """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
     get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL).
-    A goal-only team's workers get no capability: its tasks are not written yet."""
-    args = ["--store", url, "--team", plan.team, "--exec", executor]
+    A goal-only team's workers get no capability: its tasks are not written yet. The
+    store URL is not among them: a worker gets it in TENURE_STORE (see ``spawn``)."""
+    args = ["--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
     if workdir is not None:
         args += ["--workdir", str(workdir)]
@@ -272,7 +276,7 @@ def _summary(store: Store, plan: Plan, elapsed: float) -> int:
     states = Counter(t.state for t in store.tasks(plan.team))
     parts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     out.print()
-    out.print(f"[bold]{plan.team}[/]: {parts} in {elapsed:.1f}s")
+    out.print(f"[bold]{safe_text(plan.team)}[/]: {parts} in {elapsed:.1f}s")
     waiting = states["blocked"] + states["failed"]
     if waiting:
         out.print(f"{waiting} task(s) need a person: see [bold]tenure inbox[/]")
