@@ -76,7 +76,9 @@ def test_tenure_code_prints_the_store_url_redacted_and_agent_text_escaped(
     repo: Path, tmp_path: Path
 ) -> None:
     fixer = tmp_path / "fixer.py"
-    fixer.write_text('from pathlib import Path\nPath("m1.py").write_text("def value():\\n    return 1\\n")\n')
+    fixer.write_text(
+        'from pathlib import Path\nPath("m1.py").write_text("def value():\\n    return 1\\n")\n'
+    )
     nasty = tmp_path / "nasty.py"
     nasty.write_text(f"import sys\nsys.stdout.write({NASTY!r})\nsys.exit(1)\n")
     # passes in the attempt's worktree, fails (printing the nasty text) on the integration branch

@@ -75,7 +75,7 @@ def test_a_command_executor_that_dumps_its_environment_shows_no_key_and_no_store
     tmp_path: Path,
 ) -> None:
     dump = tmp_path / "env.txt"
-    executor = CommandExecutor(["sh", "-c", f"env > {dump}; echo '{{\"status\": \"completed\"}}'"])
+    executor = CommandExecutor(["sh", "-c", f'env > {dump}; echo \'{{"status": "completed"}}\''])
     result = executor.execute(envelope(), TaskContext("w1", "team"))
     assert result.status == "completed"
     text = dump.read_text()
@@ -405,7 +405,11 @@ def test_worker_text_with_escapes_links_and_markup_prints_escaped_in_every_comma
         "tasks": [
             {"id": "ask", "goal": "ask"},
             {"id": "fail", "goal": "fail"},
-            {"id": "checked", "goal": "fail a check", "checks": [{"kind": "command", "run": check}]},
+            {
+                "id": "checked",
+                "goal": "fail a check",
+                "checks": [{"kind": "command", "run": check}],
+            },
         ],
     }
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
@@ -463,4 +467,3 @@ def test_nasty_text_in_the_demo_story_is_escaped(tmp_path: Path) -> None:
         Story(store, "t", Console(file=sink, width=300, color_system=None)).poll()
     text = sink.getvalue()
     assert "\x1b" not in text and "\r" not in text and "[bold red]LOUD[/]" in text
-

@@ -249,7 +249,9 @@ def test_private_helpers_create_and_tighten(tmp_path: Path) -> None:
 
 # --- safe console text ---------------------------------------------------------------------
 
-NASTY = "ok\x1b[31mred\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\ [bold red]loud[/] a\rb\x07\x9b\u202e"
+NASTY = (
+    "ok\x1b[31mred\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\ [bold red]loud[/] a\rb\x07\x9b\u202e"
+)
 
 
 def test_safe_text_shows_controls_and_escapes_markup(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,3 +263,26 @@ def test_safe_text_shows_controls_and_escapes_markup(monkeypatch: pytest.MonkeyP
     assert KEY not in shown and shown.endswith(MASK)
     assert "\\[bold red]" in safe_text(NASTY)
     assert plain("two\nlines\tand a tab") == "two\nlines\tand a tab"
+
+
+# --- the page stays true ----------------------------------------------------------------------
+
+
+def test_docs_secrets_names_every_allowlisted_variable_and_every_preset_key() -> None:
+    from tenure.executors.environment import BASE_NAMES, BASE_PREFIXES, NEVER_NAMES
+    from tenure.executors.git import GIT_PASSED
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "secrets.md").read_text()
+    for name in sorted(BASE_NAMES | NEVER_NAMES):
+        assert f"`{name}`" in page, name
+    for prefix in BASE_PREFIXES:
+        assert f"`{prefix}*`" in page, prefix
+    for agent, keys in PRESET_KEYS.items():
+        assert f"`{agent}`" in page and all(f"`{k}`" in page for k in keys), agent
+    for name in GIT_PASSED:
+        stem = (
+            name.rsplit("_", 1)[0] + "_*"
+            if name.startswith(("GIT_AUTHOR", "GIT_COMMITTER"))
+            else name
+        )
+        assert f"`{stem}`" in page, name
