@@ -29,7 +29,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -56,6 +57,7 @@ _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#\s]+)=(?P<value>[^&#\s]
 _lock = threading.Lock()
 _registered: set[str] = set()
 _memo: list[Any] = [None, frozenset()]  # (the environment and registrations seen, secrets)
+_pinned = threading.local()
 
 
 def is_secret_name(name: str) -> bool:
@@ -95,6 +97,10 @@ def url_passwords(text: str) -> list[str]:
 
 def known_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """Every known secret now (see the module's docstring); ``environ`` defaults to ours."""
+    if environ is None:
+        held: frozenset[str] | None = getattr(_pinned, "secrets", None)
+        if held is not None:
+            return held
     env = os.environ if environ is None else environ
     seen = tuple(env.items())
     with _lock:
@@ -106,6 +112,18 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     with _lock:
         _memo[:] = [seen, found]
     return found
+
+
+@contextmanager
+def pinned() -> Iterator[frozenset[str]]:
+    """Read the known secrets once and use that set in this thread until the block ends:
+    a store reads them before it takes its write lock, not inside it."""
+    outer = getattr(_pinned, "secrets", None)
+    _pinned.secrets = known_secrets() if outer is None else outer
+    try:
+        yield _pinned.secrets
+    finally:
+        _pinned.secrets = outer
 
 
 def _from_environment(env: Mapping[str, str]) -> frozenset[str]:

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from tenure.protocol.errors import StoreUnavailable
 from tenure.protocol.private import FILE_MODE, private_dir, private_file, tighten
+from tenure.protocol.secrets import pinned
 from tenure.store.sqlite.schema import migrate
 
 T = TypeVar("T")
@@ -54,8 +55,9 @@ class Connection:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Cursor]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed whole or not at all."""
-        with self._lock:
+        """A ``BEGIN IMMEDIATE`` transaction: committed whole or not at all. The known
+        secrets its values are redacted of are read before the lock is taken."""
+        with pinned(), self._lock:
             cur = self._conn.cursor()
             _retry_locked(lambda: cur.execute("BEGIN IMMEDIATE"))
             try:
