@@ -119,9 +119,10 @@ def bench_root(keep: Path | None) -> Path:
 # --- member processes --------------------------------------------------------------------
 
 
-def spawn_member(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
-    """``python -m tenure ARGS`` in its own session, output to ``log``."""
-    return spawn(list(args), log=log)
+def spawn_member(args: Sequence[str], log: Path, url: str) -> subprocess.Popen[bytes]:
+    """``python -m tenure ARGS`` in its own session, output to ``log``, with the store
+    URL in its TENURE_STORE (never on the command line)."""
+    return spawn(list(args), log=log, store_url=url)
 
 
 # --- reading the event log ---------------------------------------------------------------

@@ -94,7 +94,7 @@ def one_run(n: int, args: argparse.Namespace, stores: Stores, root: Path) -> Run
     team = unique_team("failover")
     url = stores.url_for(run_dir.path, f"failover-{n:02d}")
     plan = plan_file(run_dir.path / "plan.json", team, args.tasks)
-    common = ["--store", url, "--state-dir", str(run_dir.state)]
+    common = ["--state-dir", str(run_dir.state)]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     result = Run(run=n, ok=False, load1=os.getloadavg()[0])
     try:
@@ -115,6 +115,7 @@ def one_run(n: int, args: argparse.Namespace, stores: Stores, root: Path) -> Run
                         str(args.ttl),
                     ],
                     run_dir.log(name),
+                    url,
                 )
                 if args.order != "race" and len(procs) == 1:
                     # The usual set-up: the highest priority leads, the other stands by.
@@ -136,6 +137,7 @@ def one_run(n: int, args: argparse.Namespace, stores: Stores, root: Path) -> Run
                 procs[name] = spawn_member(
                     ["worker", *common, "--team", team, "--id", name, "--exec", args.exec],
                     run_dir.log(name),
+                    url,
                 )
             first: Event = wait_for(
                 "a leader",

@@ -182,9 +182,9 @@ def spawn_workers(
     mode: str, workers: int, url: str, team: str, run_dir: RunDir
 ) -> list[subprocess.Popen[bytes]]:
     extra = ["--queue"] if mode == "queue" else []
-    common = ["--store", url, "--team", team, "--exec", "noop", "--state-dir", str(run_dir.state)]
+    common = ["--team", team, "--exec", "noop", "--state-dir", str(run_dir.state)]
     return [
-        spawn_member(["worker", *common, "--id", f"worker-{n}", *extra], run_dir.log(f"w{n}"))
+        spawn_member(["worker", *common, "--id", f"worker-{n}", *extra], run_dir.log(f"w{n}"), url)
         for n in range(1, workers + 1)
     ]
 

@@ -66,6 +66,8 @@ def main() -> int:
         sys.executable, "-m", "tenure", "code", str(HERE / "plan.yaml"),
         "--repo", str(repo), "--agent", agent, "--workers", str(args.workers), "--run", "demo",
     ]  # fmt: skip
+    if args.agent == "scripted":
+        argv += ["--pass-env", "SCRIPTED_AGENT_SECONDS"]  # agents get an allowlisted env
     if args.agent != "scripted" and not args.isolate_home:
         argv.append("--share-home")  # a real agent CLI uses your login
     code = subprocess.run(argv).returncode

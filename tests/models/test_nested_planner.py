@@ -316,9 +316,10 @@ def test_a_worker_with_an_unusable_planner_model_says_so_in_one_line(
 
 def test_sub_leaders_get_the_model_and_a_goal_only_teams_workers_no_capability() -> None:
     parent, child = team_tree(goal_only_plan())
-    args = team_worker_args(parent, "sqlite:///s.db", "noop", Path(".tenure"), None, model="m:x")
+    args = team_worker_args(parent, "noop", Path(".tenure"), None, model="m:x")
     assert "--sub-leader" in args and args[args.index("--model") + 1] == "m:x"
-    args = team_worker_args(child, "sqlite:///s.db", "noop", Path(".tenure"), None, model="m:x")
+    assert "--store" not in args  # a worker gets the store URL in TENURE_STORE
+    args = team_worker_args(child, "noop", Path(".tenure"), None, model="m:x")
     assert "--capability" not in args and "--model" not in args
 
 

@@ -1,4 +1,8 @@
-"""The ``tenure`` Typer application and the one place errors become a readable line."""
+"""The ``tenure`` Typer application and the one place errors become a readable line.
+
+Everything printed that a member may have written goes through ``console.safe``
+(secrets redacted, control characters shown, markup escaped); a URL through
+``redact_url``."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from tenure.console.safe import safe_text
+from tenure.executors.environment import ENV_ALLOW, allow_names
 from tenure.protocol.errors import TenureError
 from tenure.store.url import ENV_VAR, default_url
 
@@ -34,6 +39,20 @@ StoreOption = Annotated[
     ),
 ]
 TeamOption = Annotated[str, typer.Option("--team", "-t", help="Team path, e.g. acme/research.")]
+PassEnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pass-env",
+        help=f"Pass this environment variable (or PREFIX*) to the commands, agents and checks "
+        f"the team runs (repeatable; adds to {ENV_ALLOW}). Never {ENV_VAR} or TENURE_KEY*.",
+        show_default=False,
+    ),
+]
+
+
+def pass_env(names: list[str] | None) -> None:
+    """Let the executors of this process and the members it starts pass these variables."""
+    allow_names(names or [])
 
 
 def store_url(value: str | None) -> str:
@@ -42,7 +61,7 @@ def store_url(value: str | None) -> str:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one readable error line; return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {safe_text(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -51,7 +70,7 @@ def run() -> None:
     try:
         app(standalone_mode=True)
     except TenureError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {safe_text(exc)}", soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted")

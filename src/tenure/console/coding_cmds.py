@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from tenure.console.app import app, fail, out
+from tenure.console.app import PassEnvOption, app, fail, out, pass_env
 from tenure.console.model_cmds import AllowOption
+from tenure.console.safe import safe_text
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
+from tenure.protocol.secrets import redact_url
 from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased, team_for
 from tenure.roles.coding.discard import plan_discard
 from tenure.roles.coding.lease import DEFAULT_LEASE_TTL
@@ -68,6 +69,7 @@ def code(
         typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
     ] = DEFAULT_LEASE_TTL,
     allow_model: AllowOption = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt, checks run by the
     leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
@@ -76,6 +78,7 @@ def code(
 
     Example: `tenure code plan.yaml --repo ~/src/app --agent claude --workers 3 --share-home`
     """
+    pass_env(pass_names)
     plan = load_plan(plan_path)
     cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
     splitter = None
@@ -116,21 +119,24 @@ def code(
             soft_wrap=True,
         )
     for warning in overlapping_scopes(plan):
-        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        out.print(f"[yellow]warning:[/] {safe_text(warning)}", soft_wrap=True)
     out.print(
-        f"run [bold]{leader.run_id}[/] on {escape(str(leader.root))} with {cli.name}; "
-        f"team {team_for(leader.run_id)} in {escape(leader.store_url)} (epoch {epoch})",
+        f"run [bold]{safe_text(leader.run_id)}[/] on {safe_text(leader.root)} with {cli.name}; "
+        f"team {safe_text(team_for(leader.run_id))} in {safe_text(redact_url(leader.store_url))} "
+        f"(epoch {epoch})",
         soft_wrap=True,
     )
     outcome = leader.run()
     for task_id, state in outcome.states.items():
-        out.print(f"  {task_id:<24} {state}", soft_wrap=True)
-    out.print(f"integration branch: {outcome.integration_branch}", soft_wrap=True)
-    out.print(f"files: {outcome.integration_worktree}/.tenure/runs/{outcome.run}/", soft_wrap=True)
+        out.print(f"  {safe_text(f'{task_id:<24}')} {safe_text(state)}", soft_wrap=True)
+    out.print(f"integration branch: {safe_text(outcome.integration_branch)}", soft_wrap=True)
+    files = f"{outcome.integration_worktree}/.tenure/runs/{outcome.run}/"
+    out.print(f"files: {safe_text(files)}", soft_wrap=True)
     if not outcome.done:
         raise fail(f"run {outcome.run} not done: {outcome.reason}")
-    out.print(f"[green]done[/]: {escape(outcome.reason)}", soft_wrap=True)
-    out.print(f"merge it: git -C {leader.root} merge {outcome.integration_branch}", soft_wrap=True)
+    out.print(f"[green]done[/]: {safe_text(outcome.reason)}", soft_wrap=True)
+    merge = f"git -C {leader.root} merge {outcome.integration_branch}"
+    out.print(f"merge it: {safe_text(merge)}", soft_wrap=True)
 
 
 @app.command("gc")
@@ -155,7 +161,8 @@ def gc(
     for item in items:
         verb = ("remove" if yes else "would remove") if item.removable else "keep"
         where = f" ({item.path})" if item.path else ""
-        out.print(f"{verb:<13} {item.branch}{escape(where)}: {escape(item.reason)}", soft_wrap=True)
+        shown = f"{verb:<13} {item.branch}{where}: {item.reason}"
+        out.print(safe_text(shown), soft_wrap=True)
     if yes:
         # task branches first: an integration branch goes last
         for item in sorted(items, key=lambda i: i.branch.endswith("/integration")):
@@ -186,7 +193,8 @@ def discard_attempts(
     for item in items:
         verb = ("discard" if yes else "would discard") if item.removable else "keep"
         where = f" ({item.path})" if item.path else ""
-        out.print(f"{verb:<14} {item.branch}{escape(where)}: {escape(item.reason)}", soft_wrap=True)
+        shown = f"{verb:<14} {item.branch}{where}: {item.reason}"
+        out.print(safe_text(shown), soft_wrap=True)
     doomed = [i for i in items if i.removable]
     if yes:
         for item in doomed:
@@ -245,7 +253,7 @@ def replan(
         except RunLeased as exc:
             raise fail(str(exc)) from None
         for note in notes:
-            out.print(f"  {escape(note)}", soft_wrap=True)
+            out.print(f"  {safe_text(note)}", soft_wrap=True)
         out.print(f"replanned {run_id}; continue it with: tenure code PLAN --run {run_id}")
         return
     path = request.write(attempts)

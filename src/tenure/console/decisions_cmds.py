@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.safe import plain, safe_text
 from tenure.roles.teams.reading import DecisionRecord, decision_events, read_decision
 from tenure.store import Store, open_store
 
@@ -50,7 +50,7 @@ def decisions(
         events = decision_events(opened, team, task_id)
     if as_json:
         for event in events:
-            out.print(json.dumps(asdict(event)), soft_wrap=True, markup=False)
+            out.print(plain(json.dumps(asdict(event))), soft_wrap=True, markup=False)
         return
     if not events:
         what = f"task {task_id!r}" if task_id else "this store"
@@ -59,7 +59,7 @@ def decisions(
     records = [read_decision(e) for e in events]
     out.print(decision_table(records, title=f"decisions — {task_id or team or 'all teams'}"))
     for warning in sorted({w for r in records for w in r.warnings}):
-        out.print(f"[bold yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        out.print(f"[bold yellow]warning:[/] {safe_text(warning)}", soft_wrap=True)
 
 
 def decision_table(records: list[DecisionRecord], *, title: str) -> Table:
@@ -70,13 +70,13 @@ def decision_table(records: list[DecisionRecord], *, title: str) -> Table:
         when = datetime.fromtimestamp(record.at, UTC).strftime("%H:%M:%S")
         outcome = record.outcome
         if record.kind == "verdict":
-            what = f"verdict: [bold]{escape(record.subject)}[/] check"
+            what = f"verdict: [bold]{safe_text(record.subject)}[/] check"
         else:
             stage = str(record.stage)
             label = {"count": "quorum count", "authority": "claim vs check"}.get(stage, stage)
             what = (
-                f"{label}: [bold]{escape(record.subject)}[/]\n"
-                f"policy {escape(str(record.policy))}"
+                f"{safe_text(label)}: [bold]{safe_text(record.subject)}[/]\n"
+                f"policy {safe_text(str(record.policy))}"
             )
             if record.winner:
                 outcome += f"\n{record.winner}"
@@ -84,9 +84,9 @@ def decision_table(records: list[DecisionRecord], *, title: str) -> Table:
         table.add_row(
             str(record.seq),
             when,
-            escape(record.task_id or "-"),
+            safe_text(record.task_id or "-"),
             what,
-            f"[{style}]{escape(outcome)}[/]" if style else escape(outcome),
+            f"[{style}]{safe_text(outcome)}[/]" if style else safe_text(outcome),
             _details(record),
         )
     return table
@@ -99,18 +99,18 @@ def _details(record: DecisionRecord) -> str:
             who = ", ".join(str(item[k]) for k in ("member", "model") if item.get(k) is not None)
             extra = f" ({who})" if who else ""
             answer = f" = {item['answer']}" if "answer" in item else ""
-            lines.append(f"in: {escape(str(item.get('ref')))}{escape(extra)}{escape(answer)}")
+            lines.append(f"in: {safe_text(item.get('ref'))}{safe_text(extra)}{safe_text(answer)}")
         else:
-            lines.append(f"in: {escape(str(item))}")
+            lines.append(f"in: {safe_text(str(item))}")
     for step in record.data.get("steps", []):
         winner = f" {step['winner']}" if step.get("winner") else ""
         lines.append(
-            f"step {escape(str(step.get('policy')))}: {escape(str(step.get('outcome')))}"
-            f"{escape(winner)} — {escape(str(step.get('reason', ''))[:160])}"
+            f"step {safe_text(str(step.get('policy')))}: {safe_text(str(step.get('outcome')))}"
+            f"{safe_text(winner)} — {safe_text(str(step.get('reason', ''))[:160])}"
         )
-    lines.append(f"why: {escape(record.reason)}")
+    lines.append(f"why: {safe_text(record.reason)}")
     for warning in record.warnings:
-        lines.append(f"[yellow]⚠ {escape(warning)}[/]")
+        lines.append(f"[yellow]⚠ {safe_text(warning)}[/]")
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from tenure.console.demo_story import Story
 from tenure.console.processes import spawn, stop_all
 from tenure.coord import Credentials
 from tenure.coord.credentials import init_team
+from tenure.protocol.secrets import redact_url
 from tenure.roles import Mailbox, envelope_for
 from tenure.roles.register import read_task
 from tenure.store import Event, Store, open_store
@@ -55,7 +56,7 @@ def demo(
     plan_path = prepare(root)
     url = f"sqlite:///{root / 'state.db'}"
     out.rule("[bold]tenure demo[/]: five vendors, three leaders, three workers")
-    out.print(f"files in {root}  ·  store {url}  ·  lease TTL {ttl:g}s\n")
+    out.print(f"files in {root}  ·  store {redact_url(url)}  ·  lease TTL {ttl:g}s\n")
     with open_store(url) as store:
         procs = _start_team(root, plan_path, url, ttl)
         story = Story(store, TEAM, out)
@@ -78,8 +79,7 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
     logs.mkdir(exist_ok=True)
     keys = root / "keys"  # every member signs what it sends, as any multi-process team does
     init_team(keys, TEAM, [f"worker-{n}" for n in (1, 2, 3)])
-    common = ["--store", url, "--state-dir", str(root / "members"), "--workdir", str(root)]
-    common += ["--keys", str(keys)]
+    common = ["--state-dir", str(root / "members"), "--workdir", str(root), "--keys", str(keys)]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for n, flags, env in (
         (1, ["--duplicate-results"], {}),
@@ -88,7 +88,7 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
     ):
         name = f"worker-{n}"
         args = ["worker", *common, "--team", TEAM, "--id", name, "--exec", AGENT, *flags]
-        procs[name] = spawn(args, log=logs / f"{name}.log", env=env)
+        procs[name] = spawn(args, log=logs / f"{name}.log", env=env, store_url=url)
     for n, priority in ((1, 30), (2, 20), (3, 10)):
         name = f"leader-{n}"
         args = [
@@ -103,7 +103,7 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
             str(ttl),
             "--duplicate-assignments",
         ]
-        procs[name] = spawn(args, log=logs / f"{name}.log")
+        procs[name] = spawn(args, log=logs / f"{name}.log", store_url=url)
     out.print(
         "started leader-1/2/3 (priorities 30/20/10, every envelope sent twice) and "
         "worker-1/2/3 (worker-1 sends every result twice; worker-3 lies on first tries)\n"

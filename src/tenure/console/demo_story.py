@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from tenure.console.safe import safe_text
 from tenure.store import Event, Store
 
 NARRATED = {
@@ -60,10 +61,11 @@ class Story:
             template = "[green]accepted[/] {task_id}: {reason}"
         if template is None:
             return
+        shown = {key: safe_text(value) for key, value in data.items()}  # members wrote these
         try:
-            line = template.format_map(_Default(data))
+            line = template.format_map(_Default(shown))
         except (ValueError, IndexError):
-            line = f"{event.kind} {event.data}"
+            line = safe_text(f"{event.kind} {event.data}")
         self.console.print(f"  [dim]{event.seq:>4}[/] {line}", soft_wrap=True)
 
     def first(self, kind: str, **match: object) -> Event | None:

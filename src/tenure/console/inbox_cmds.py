@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.safe import safe_text
 from tenure.console.state_cmds import age
 from tenure.roles.teams import inbox as runtime
 from tenure.store import open_store
@@ -37,11 +37,11 @@ def inbox(
         table.add_column(column, overflow="fold")
     for item in items:
         table.add_row(
-            escape(item.team),
-            escape(item.task.task_id),
+            safe_text(item.team),
+            safe_text(item.task.task_id),
             age(item.waiting_seconds),
             str(item.task.attempt),
-            escape(str(item.why)),
+            safe_text(str(item.why)),
         )
     out.print(table)
 
@@ -62,10 +62,10 @@ def answer(
     """
     with open_store(store_url(store)) as opened:
         answered = runtime.answer(opened, team, task_id, text)
-    out.print(f"[green]answered[/] {escape(task_id)}: re-queued with your answer")
+    out.print(f"[green]answered[/] {safe_text(task_id)}: re-queued with your answer")
     for parent, composite in answered.requeued:
         out.print(
-            f"[green]re-queued[/] {escape(composite)} in {escape(parent)}: "
+            f"[green]re-queued[/] {safe_text(composite)} in {safe_text(parent)}: "
             "its nested team has no more questions"
         )
 
@@ -85,4 +85,4 @@ def cancel(
     """
     with open_store(store_url(store)) as opened:
         runtime.cancel(opened, team, task_id, reason)
-    out.print(f"[yellow]cancelled[/] {escape(task_id)}")
+    out.print(f"[yellow]cancelled[/] {safe_text(task_id)}")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.app import PassEnvOption, StoreOption, app, fail, out, pass_env, store_url
 from tenure.console.keys_cmds import InsecureOption, KeysOption, member_credentials
 from tenure.console.model_cmds import (
     AllowOption,
@@ -25,6 +25,7 @@ from tenure.console.model_cmds import (
     resolve_plan,
 )
 from tenure.console.processes import stop_on_signals
+from tenure.console.safe import safe_text
 from tenure.coord import LeaseTiming
 from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
@@ -62,6 +63,7 @@ def leader(
     keys: KeysOption = None,
     insecure: InsecureOption = False,
     allow_model: AllowOption = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Campaign for a team's lease and lead it: load the plan, dispatch, verify, retry.
 
@@ -73,6 +75,7 @@ def leader(
     if goal and not team:
         raise fail("say which team the planned work is for: --team")
     allow = allowed(allow_model)
+    pass_env(pass_names)  # command checks run with them
     with ExitStack() as stack:  # a store only when planning: its rejections go to the log
         planning_store = stack.enter_context(open_store(store_url(store))) if goal else None
         loaded, splitter = resolve_plan(
@@ -108,7 +111,7 @@ def leader(
             opened, keys, insecure, name, config.member_id, "lead"
         )
         outcome = Leader(opened, config, loaded, splitter=splitter).run(stop)
-    out.print(f"leader {config.member_id}: {outcome}")
+    out.print(f"leader {safe_text(config.member_id)}: {safe_text(outcome)}")
 
 
 @app.command()
@@ -170,6 +173,7 @@ def worker(
     keys: KeysOption = None,
     insecure: InsecureOption = False,
     allow_model: AllowOption = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Join a team and execute the envelopes its leader sends, until stopped.
 
@@ -178,6 +182,7 @@ def worker(
 
     Example: `tenure worker --store redis://10.0.0.5:6379/0 --team acme --id w1 --exec "command:./agent.sh"`
     """
+    pass_env(pass_names)
     chosen = resolve_executor(executor, field="--exec")
     preflight(chosen)  # a model worker checks its model's settings and server first
     planner = _sub_leader_planner(model, sub_leader, allow_model)

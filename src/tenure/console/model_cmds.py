@@ -26,6 +26,7 @@ from tenure.executors import Executor, resolve_executor
 from tenure.executors.llm import LLMExecutor, price_of
 from tenure.models import Model, check_reachable, model_spec, open_model
 from tenure.protocol import ConfigError, Plan, load_plan, to_dict
+from tenure.protocol.private import private_dir
 from tenure.roles.features.split import Splitter
 from tenure.roles.planning import Planner, allowance, artifacts_from
 from tenure.store import Store, open_store
@@ -152,7 +153,7 @@ def resolve_plan(
         )
         if save_dir is not None:
             saved = save_dir / f"plan-{team.replace('/', '-')}.yaml"
-            saved.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(saved.parent, tighten_existing=False)
             saved.write_text(yaml.safe_dump(to_dict(plan), sort_keys=False), encoding="utf-8")
             out.print(f"the plan is in {saved}")
     splitter = None

@@ -1,4 +1,10 @@
-"""Starting and stopping member processes of a team (``tenure run``, the demo)."""
+"""Starting and stopping member processes of a team (``tenure run``, the demo).
+
+A member is Tenure itself, run by the operator: it inherits the operator's
+environment (an LLM worker needs its model key) and is given the store URL in
+``TENURE_STORE``, never on its command line, where ``ps`` would show its password.
+The work a member runs gets the allowlisted environment (``executors.environment``).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,28 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from tenure.protocol.errors import ConfigError
+from tenure.store.url import ENV_VAR as STORE_VAR
+
 
 def tenure_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "tenure", *args]
 
 
 def spawn(
-    args: Sequence[str], *, log: Path | None = None, env: dict[str, str] | None = None
+    args: Sequence[str],
+    *,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+    store_url: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``tenure ARGS`` in its own session (so signals reach only it)."""
+    """Start ``tenure ARGS`` in its own session (so signals reach only it), with
+    ``store_url`` in its ``TENURE_STORE``; a ``--store`` in ARGS is refused."""
+    if any(arg == "--store" or arg.startswith("--store=") or arg == "-s" for arg in args):
+        raise ConfigError("a member's store URL goes in TENURE_STORE, never on its command line")
+    child = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    if store_url is not None:
+        child[STORE_VAR] = store_url
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
@@ -27,7 +46,7 @@ def spawn(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            env=child,
         )
     finally:
         if log is not None and not isinstance(out, int):

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tenure.console.app import app, fail, out
+from tenure.console.safe import safe_text
 from tenure.protocol import ProtocolError, json_schema, parse_message
 from tenure.protocol.schema import schema_names
 
@@ -47,4 +48,5 @@ def validate(
         message = parse_message(data, source=str(file))
     except ProtocolError as exc:
         raise fail(str(exc)) from None
-    out.print(f"[green]valid[/] {message.type} message {message.id} for team {message.team!r}")
+    shown = f"{message.type} message {message.id} for team {message.team!r}"
+    out.print(f"[green]valid[/] {safe_text(shown)}")

@@ -16,7 +16,7 @@ import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
 
-from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.app import PassEnvOption, StoreOption, app, fail, out, pass_env, store_url
 from tenure.console.keys_cmds import InsecureOption, KeysOption, keys_root, member_credentials
 from tenure.console.model_cmds import (
     AllowOption,
@@ -29,6 +29,7 @@ from tenure.console.model_cmds import (
     resolve_plan,
 )
 from tenure.console.processes import spawn, stop_all
+from tenure.console.safe import safe_text
 from tenure.console.state_cmds import team_table
 from tenure.console.tree import team_tree_table
 from tenure.coord import Credentials, LeaseTiming
@@ -37,6 +38,7 @@ from tenure.executors import SPEC_HELP, resolve_executor
 from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, plan_executors, team_tree
+from tenure.protocol.secrets import redact_url
 from tenure.roles import Leader, LeaderConfig, LocalTeam, enqueue_plan
 from tenure.roles.features import Splitter
 from tenure.store import Store, open_store
@@ -75,6 +77,7 @@ def run(
     keys: KeysOption = None,
     insecure: InsecureOption = False,
     allow_model: AllowOption = None,
+    pass_names: PassEnvOption = None,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
@@ -92,6 +95,7 @@ def run(
     if plan is None and not goal:
         raise fail("give a PLAN file, or --goal with --artifact to have the model plan")
     allow = allowed(allow_model)
+    pass_env(pass_names)  # the workers started below inherit it
     if executor == "llm" and model:
         executor = f"llm:{model}"  # worker processes get the same model
     preflight(executor)  # refuse a bad spec or model before anything starts
@@ -166,7 +170,7 @@ def _run_processes(
     allow: Collection[str] = (),
 ) -> None:
     if not store.shared_across_processes:  # each worker process would get a store of its own
-        raise fail(f"store {url}: worker processes cannot share it; use --mode local")
+        raise fail(f"store {redact_url(url)}: worker processes cannot share it; use --mode local")
     if mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
         longest = max(t.deadline_seconds for t in plan.tasks)
@@ -181,11 +185,9 @@ def _run_processes(
     signing = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     procs = []
     for each in team_tree(plan):
-        common = team_worker_args(
-            each, url, executor, state_dir, workdir, model=model, allow=allow
-        )
+        common = team_worker_args(each, executor, state_dir, workdir, model=model, allow=allow)
         procs += [
-            spawn(["worker", *common, *signing, "--id", member, *extra])
+            spawn(["worker", *common, *signing, "--id", member, *extra], store_url=url)
             for member in members[each.team]
         ]
     try:
@@ -252,7 +254,6 @@ def _nested_planner(plan: Plan, model: str | None) -> None:
 
 def team_worker_args(
     plan: Plan,
-    url: str,
     executor: str,
     state_dir: Path,
     workdir: Path | None,
@@ -263,8 +264,9 @@ def team_worker_args(
     """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
     get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL)
     and the operator's ``--allow-model`` for what that model writes.
-    A goal-only team's workers get no capability: its tasks are not written yet."""
-    args = ["--store", url, "--team", plan.team, "--exec", executor]
+    A goal-only team's workers get no capability: its tasks are not written yet. The
+    store URL is not among them: a worker gets it in TENURE_STORE (see ``spawn``)."""
+    args = ["--team", plan.team, "--exec", executor]
     args += ["--state-dir", str(state_dir)]
     for spec in plan_executors(plan):  # the operator's plan names them: its workers may run them
         args += ["--allow-exec", spec]
@@ -319,7 +321,7 @@ def _summary(store: Store, plan: Plan, elapsed: float) -> int:
     states = Counter(t.state for t in store.tasks(plan.team))
     parts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     out.print()
-    out.print(f"[bold]{plan.team}[/]: {parts} in {elapsed:.1f}s")
+    out.print(f"[bold]{safe_text(plan.team)}[/]: {parts} in {elapsed:.1f}s")
     waiting = states["blocked"] + states["failed"]
     if waiting:
         out.print(f"{waiting} task(s) need a person: see [bold]tenure inbox[/]")

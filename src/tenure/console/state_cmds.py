@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, out, store_url
+from tenure.console.safe import plain, safe_text
 from tenure.console.tree import subtree, team_tree_table
 from tenure.roles.register import Task
 from tenure.roles.register import spend as budget
@@ -55,10 +55,11 @@ def sorted_tasks(tasks: list[Task]) -> list[Task]:
 def team_table(store: Store, team: str) -> Table:
     now = store.now()
     lease = store.current_lease(team)
-    leader = f"{lease.holder} (epoch {lease.epoch})" if lease else "vacant"
-    members = ", ".join(m.member_id for m in store.members(team)) or "none"
+    leader = f"{safe_text(lease.holder)} (epoch {lease.epoch})" if lease else "vacant"
+    members = ", ".join(safe_text(m.member_id) for m in store.members(team)) or "none"
     table = Table(
-        title=f"team [bold]{team}[/] — leader {leader} — epoch {store.current_epoch(team)}",
+        title=f"team [bold]{safe_text(team)}[/] — leader {leader} — "
+        f"epoch {store.current_epoch(team)}",
         caption=f"live members: {members}",
         title_justify="left",
         caption_justify="left",
@@ -73,13 +74,13 @@ def team_table(store: Store, team: str) -> Table:
     for task in sorted_tasks(tasks):
         style = _STATE_STYLE.get(task.state, "")
         table.add_row(
-            task.task_id,
-            f"[{style}]{task.state}[/]",
+            safe_text(task.task_id),
+            f"[{style}]{safe_text(task.state)}[/]",
             str(task.attempt),
-            task.assignee or "-",
+            safe_text(task.assignee or "-"),
             age(now - task.updated_at),
             *((str(budget.task_totals(task)),) * spent),
-            escape(_reason(task, states)[:80]),
+            safe_text(_reason(task, states)[:80]),
         )
     if spent or any(t.spec.team_budget or t.spec.planning_spend for t in tasks):
         table.caption = f"live members: {members}\n{spend_line(tasks, now)}"
@@ -154,13 +155,13 @@ def log(
     with open_store(store_url(store)) as opened:
         for event in opened.events(team, after=after, limit=limit):
             if as_json:
-                out.print(json.dumps(asdict(event)), soft_wrap=True, markup=False)
+                out.print(plain(json.dumps(asdict(event))), soft_wrap=True, markup=False)
                 continue
             when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S.%f")[:-3]
             epoch = f"e{event.epoch}" if event.epoch is not None else "  "
             details = " ".join(f"{k}={v}" for k, v in event.data.items())
             out.print(
-                f"{event.seq:>6} {when} [dim]{event.team}[/] {epoch:>4} "
-                f"[bold]{event.kind}[/] {details}",
+                f"{event.seq:>6} {when} [dim]{safe_text(event.team)}[/] {epoch:>4} "
+                f"[bold]{safe_text(event.kind)}[/] {safe_text(details)}",
                 soft_wrap=True,
             )

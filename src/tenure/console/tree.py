@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.markup import escape
 from rich.table import Table
 
+from tenure.console.safe import safe_text
 from tenure.store import Store
 
 COUNTED = ("done", "running", "review", "queued", "blocked", "failed", "cancelled")
@@ -37,8 +37,8 @@ def team_tree_table(store: Store, teams: list[str]) -> Table:
         lease = store.current_lease(team)
         states: Counter[str] = Counter(t.state for t in store.tasks(team))
         table.add_row(
-            "  " * depth + escape(team if depth == 0 else team.rsplit("/", 1)[1]),
-            escape(lease.holder) if lease else "vacant",
+            "  " * depth + safe_text(team if depth == 0 else team.rsplit("/", 1)[1]),
+            safe_text(lease.holder) if lease else "vacant",
             str(store.current_epoch(team)),
             str(len(store.members(team))),
             ", ".join(f"{states[s]} {s}" for s in COUNTED if states[s]) or "-",

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tenure.console.app import StoreOption, app, fail, out, store_url
+from tenure.console.safe import safe_text
 from tenure.store import Store, open_store
 
 MIN_AGE = 60.0
@@ -114,7 +114,11 @@ def dead_letters(
         payload = json.dumps(letter.payload, default=str)
         preview = payload if len(payload) <= 120 else payload[:117] + "..."
         table.add_row(
-            letter.message_id, letter.queue, str(letter.delivery_count), sent, escape(preview)
+            safe_text(letter.message_id),
+            safe_text(letter.queue),
+            str(letter.delivery_count),
+            sent,
+            safe_text(preview),
         )
     out.print(table)
     if drop:

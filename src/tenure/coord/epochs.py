@@ -2,7 +2,8 @@
 
 The store refuses stale writes, and followers refuse stale envelopes too —
 both, always. This file is what makes the second hold after a restart and
-after the store itself lost its epoch counter.
+after the store itself lost its epoch counter. The file is ``0600`` and the
+directories made for it ``0700`` (``members/`` under the state directory included).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import threading
 from pathlib import Path
 
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.private import DIR_MODE, FILE_MODE, private_dir, tighten
 
 
 class EpochMemory:
     """Highest epoch seen by one member of one team, persisted atomically."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, root: Path | None = None) -> None:
         self.path = path
+        self.root = root  # Tenure's own directory above the file, tightened on save
         self._lock = threading.Lock()
         self._highest = self._load()
 
@@ -28,7 +31,8 @@ class EpochMemory:
     def for_member(cls, state_dir: Path | None, team: str, member: str) -> EpochMemory:
         if state_dir is None:
             return cls(None)
-        return cls(state_dir / "members" / team / f"{member}.epoch.json")
+        root = state_dir / "members"
+        return cls(root / team / f"{member}.epoch.json", root=root)
 
     @property
     def highest(self) -> int:
@@ -51,6 +55,7 @@ class EpochMemory:
     def _load(self) -> int:
         if self.path is None or not self.path.exists():
             return 0
+        tighten(self.path, FILE_MODE)
         try:
             value = json.loads(self.path.read_text(encoding="utf-8"))["highest_epoch"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -62,7 +67,11 @@ class EpochMemory:
     def _save(self, epoch: int) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.root is not None:
+            private_dir(self.root)
+            for each in self.path.parent.relative_to(self.root).parents:
+                tighten(self.root / each, DIR_MODE)
+        private_dir(self.path.parent)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".epoch-")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump({"highest_epoch": epoch}, handle)

@@ -8,6 +8,11 @@ log file per attempt. Placeholders ``{task_file}``, ``{result_file}``,
 ``TENURE_TASK_FILE``, ``TENURE_RESULT_FILE``, ``TENURE_WORKTREE``. Afterwards the
 executor commits whatever the agent left in the worktree itself — also after a
 failure or a kill — so no attempt's work is lost.
+
+The agent gets the allowlisted environment (``executors.environment``) and, of the
+model keys, only its preset's (``PRESET_KEYS``: ``ANTHROPIC_API_KEY`` for claude,
+``OPENAI_API_KEY`` for codex, aider and opencode, ``GEMINI_API_KEY`` for gemini); a
+``script:`` agent gets none unless the operator passes it (``--pass-env``).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from tenure.executors import git
+from tenure.executors.environment import child_env
 from tenure.executors.process_group import kill_group
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.private import private_dir
 
 PROMPT = (
     "You are one worker of a coding team. Read your task in {task_file} and do it in "
@@ -84,6 +92,14 @@ PRESETS: dict[str, tuple[list[str], str | None]] = {
     "gemini": (["gemini", "-p", "{prompt}"], None),
     "opencode": (["opencode", "run", "{prompt}"], None),
 }
+PRESET_KEYS: dict[str, tuple[str, ...]] = {
+    "claude": ("ANTHROPIC_API_KEY",),
+    "codex": ("OPENAI_API_KEY",),
+    "aider": ("OPENAI_API_KEY",),
+    "gemini": ("GEMINI_API_KEY",),
+    "opencode": ("OPENAI_API_KEY",),
+}
+"""The provider key each preset is given from the environment, and no other."""
 AGENT_PID_FILE = "agent.pid"
 AGENT_HELP = "claude, codex, aider, gemini, opencode, or script:CMD with {task_file} {result_file} {worktree}"
 
@@ -102,7 +118,8 @@ class AgentRun:
 
 @dataclass
 class AgentCLI:
-    """An argv template (placeholders in ``{}``) and the CLI's config variable."""
+    """An argv template (placeholders in ``{}``), the CLI's config variable, and the
+    environment variables it is given by name (``pass_env``: its provider key)."""
 
     name: str
     template: list[str]
@@ -110,12 +127,13 @@ class AgentCLI:
     isolate_home: bool = True
     env: dict[str, str] = field(default_factory=dict)
     grace_seconds: float = 2.0
+    pass_env: tuple[str, ...] = ()
 
     @classmethod
     def from_spec(cls, spec: str, *, isolate_home: bool = True) -> AgentCLI:
         if spec in PRESETS:
             template, var = PRESETS[spec]
-            return cls(spec, list(template), var, isolate_home)
+            return cls(spec, list(template), var, isolate_home, pass_env=PRESET_KEYS[spec])
         kind, _, rest = spec.partition(":")
         if kind in ("script", "command") and rest.strip():
             try:
@@ -151,9 +169,8 @@ class AgentCLI:
         commit_message: str,
         cancel: threading.Event | None = None,
     ) -> AgentRun:
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        home = attempt_dir / "home"
-        home.mkdir(exist_ok=True)
+        private_dir(attempt_dir)  # its log and the agent's own home (its login) stay ours
+        home = private_dir(attempt_dir / "home")
         log = attempt_dir / "agent.log"
         values = {
             "task_file": str(task_file),
@@ -163,13 +180,15 @@ class AgentCLI:
         }
         values["prompt"] = PROMPT.format_map(_Values(values))
         argv = self.argv(values)
-        env = dict(os.environ)
-        env.update(self.env)
-        env.update(extra_env)
-        env.update(
-            TENURE_TASK_FILE=str(task_file),
-            TENURE_RESULT_FILE=str(result_file),
-            TENURE_WORKTREE=str(worktree),
+        env = child_env(
+            {
+                **self.env,
+                **extra_env,
+                "TENURE_TASK_FILE": str(task_file),
+                "TENURE_RESULT_FILE": str(result_file),
+                "TENURE_WORKTREE": str(worktree),
+            },
+            pass_names=self.pass_env,
         )
         if self.isolate_home:
             env["XDG_CONFIG_HOME"] = str(home / ".config")
@@ -180,7 +199,7 @@ class AgentCLI:
                 env["HOME"] = str(home)
         started = time.monotonic()
         timed_out = False
-        with log.open("ab") as sink:
+        with _private_log(log) as sink:
             sink.write(f"$ {shlex.join(argv)}\n".encode())
             sink.flush()
             try:
@@ -256,6 +275,12 @@ def kill_orphan(attempt_dir: Path) -> int | None:
     with (attempt_dir / "agent.log").open("a") as log:
         log.write("\n[tenure] agent left running by a stopped leader; process group killed\n")
     return pid
+
+
+def _private_log(path: Path) -> BinaryIO:
+    """The attempt's log, appended to, readable by this user only."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 class _Values(dict[str, str]):

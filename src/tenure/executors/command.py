@@ -2,19 +2,22 @@
 
 A non-zero exit, a deadline overrun or output that is not a result becomes a
 failed result carrying stderr or the parse error as evidence, so the next
-attempt sees what went wrong.
+attempt sees what went wrong. The command gets the allowlisted environment
+(``executors.environment``), the executor's own ``env``, the variables it names in
+``pass_env``, and the task's ``TENURE_TASK_ID``, ``TENURE_IDEMPOTENCY_KEY``,
+``TENURE_EPOCH``, ``TENURE_ATTEMPT``, ``TENURE_WORKER`` and ``TENURE_TEAM``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tenure.executors.base import TaskContext, coerce_result, failed
+from tenure.executors.environment import child_env
 from tenure.executors.process_group import kill_group
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, to_json
 
@@ -28,6 +31,7 @@ class CommandExecutor:
         *,
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
+        pass_env: Sequence[str] = (),
         grace_seconds: float = 2.0,
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
@@ -35,6 +39,7 @@ class CommandExecutor:
             raise ProtocolError("command", "a non-empty command line")
         self.cwd = cwd
         self.env = dict(env or {})
+        self.pass_env = tuple(pass_env)
         self.grace_seconds = grace_seconds
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
@@ -76,17 +81,18 @@ class CommandExecutor:
             return failed(envelope, f"stdout is not a valid result: {exc}", command=shown)
 
     def _environment(self, envelope: TaskEnvelope, ctx: TaskContext) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
-        env.update(
-            TENURE_TASK_ID=envelope.task_id,
-            TENURE_IDEMPOTENCY_KEY=envelope.idempotency_key,
-            TENURE_EPOCH=str(envelope.epoch),
-            TENURE_ATTEMPT=str(envelope.attempt),
-            TENURE_WORKER=ctx.worker_id,
-            TENURE_TEAM=ctx.team,
+        return child_env(
+            {
+                **self.env,
+                "TENURE_TASK_ID": envelope.task_id,
+                "TENURE_IDEMPOTENCY_KEY": envelope.idempotency_key,
+                "TENURE_EPOCH": str(envelope.epoch),
+                "TENURE_ATTEMPT": str(envelope.attempt),
+                "TENURE_WORKER": ctx.worker_id,
+                "TENURE_TEAM": ctx.team,
+            },
+            pass_names=self.pass_env,
         )
-        return env
 
     def __repr__(self) -> str:
         return f"CommandExecutor({shlex.join(self.argv)!r})"

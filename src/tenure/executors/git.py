@@ -1,4 +1,8 @@
-"""A thin wrapper over the ``git`` CLI; every git failure becomes a ``GitError`` with stderr."""
+"""A thin wrapper over the ``git`` CLI; every git failure becomes a ``GitError`` with stderr.
+
+git runs with the allowlisted environment (``executors.environment``) and git's own
+identity and configuration variables (``GIT_PASSED``): a repository's hooks see no
+model key and no store URL."""
 
 from __future__ import annotations
 
@@ -6,7 +10,28 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from tenure.executors.environment import child_env
 from tenure.protocol.errors import TenureError
+from tenure.protocol.private import private_dir
+
+GIT_PASSED = (
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_SSL_CAINFO",
+    "GIT_EXEC_PATH",
+)
+
+
+def git_env() -> dict[str, str]:
+    """The environment every git command of Tenure's runs with."""
+    return child_env(pass_names=GIT_PASSED)
 
 
 class GitError(TenureError):
@@ -38,6 +63,7 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
             text=True,
             stdin=subprocess.DEVNULL,
             check=False,
+            env=git_env(),
         )
     except FileNotFoundError:
         raise TenureError("git is not installed or not on PATH; install git") from None
@@ -49,7 +75,12 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
 def ok(cwd: Path, *args: str) -> bool:
     """True when ``git ARGS`` exits 0."""
     proc = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=git_env(),
     )
     return proc.returncode == 0
 
@@ -59,7 +90,11 @@ def repo_root(path: Path) -> Path:
     if not path.is_dir():
         raise NotARepository(f"{path} is not a directory; pass --repo PATH of a git repository")
     proc = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True
+        ["git", "rev-parse", "--show-toplevel"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        env=git_env(),
     )
     if proc.returncode != 0:
         raise NotARepository(
@@ -97,8 +132,9 @@ def branch_exists(cwd: Path, branch: str) -> bool:
 
 
 def worktree_add(repo: Path, path: Path, branch: str, base: str) -> None:
-    """A new worktree at ``path`` on a new branch ``branch`` starting at ``base``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A new worktree at ``path`` on a new branch ``branch`` starting at ``base``; the
+    directory that holds it is created owner-only."""
+    private_dir(path.parent)
     git(repo, "worktree", "add", "-q", "-b", branch, str(path), base)
 
 
@@ -183,6 +219,7 @@ def merge(cwd: Path, branch: str, message: str) -> tuple[bool, str]:
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
+        env=git_env(),
     )
     if proc.returncode == 0:
         return True, ""

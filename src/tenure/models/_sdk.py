@@ -18,6 +18,7 @@ from tenure.models.base import ChatMessage, Completion, Usage
 from tenure.models.errors import ModelError
 from tenure.models.pricing import PriceTable, default_prices
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.secrets import known_secrets, redact_text, redact_url
 
 
 def import_sdk(package: str, extra: str) -> ModuleType:
@@ -74,7 +75,9 @@ def translate_error(
             model=model,
             status=status,
         )
-    return ModelError(f"{type(exc).__name__}: {exc}", provider=provider, model=model)
+    return ModelError(
+        redact_text(f"{type(exc).__name__}: {exc}"), provider=provider, model=model
+    )
 
 
 def _detail(exc: Exception) -> str:
@@ -82,8 +85,8 @@ def _detail(exc: Exception) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-    return str(getattr(exc, "message", None) or exc)[:300]
+            return redact_text(str(error["message"])[:300])
+    return redact_text(str(getattr(exc, "message", None) or exc)[:300])
 
 
 def usage_of(
@@ -159,6 +162,12 @@ class SDKModel:
     def url(self) -> str:
         return self.base_url or self.default_url
 
+    def outgoing(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The conversation as it is sent: every known secret redacted
+        (``protocol.secrets``), whoever built the prompt — worker, planner or judge."""
+        secrets = known_secrets()
+        return [ChatMessage(m.role, redact_text(m.content, secrets)) for m in messages]
+
     @contextmanager
     def sdk_errors(self) -> Iterator[None]:
         """What the SDK raises after its own retries, as a ModelError."""
@@ -167,7 +176,9 @@ class SDKModel:
         except ModelError:
             raise
         except self.sdk.APIError as exc:
-            raise translate_error(self.sdk, exc, self.provider, self.name, self.url) from None
+            raise translate_error(
+                self.sdk, exc, self.provider, self.name, redact_url(self.url)
+            ) from None
 
     @contextmanager
     def reading(self, stream: Any) -> Iterator[None]:
@@ -217,4 +228,4 @@ class SDKModel:
         )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.provider}:{self.name} at {self.url})"
+        return f"{type(self).__name__}({self.provider}:{self.name} at {redact_url(self.url)})"

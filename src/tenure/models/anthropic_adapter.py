@@ -45,6 +45,7 @@ class AnthropicModel(SDKModel):
         max_tokens: int | None = None,
     ) -> Completion:
         check_request(self.provider, self.url)
+        messages = self.outgoing(messages)
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         kwargs: dict[str, Any] = {
             "model": self.name,

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from tenure.models.errors import ModelRequestRefused
+from tenure.protocol.secrets import redact_url
 
 ENV_ALLOW = "TENURE_ALLOW_MODEL_REQUESTS"
 ENV_ENFORCE = "TENURE_REFUSE_MODEL_REQUESTS"
@@ -65,9 +66,10 @@ def check_request(provider: str, url: str) -> None:
         entries = [*_allowed, *os.environ.get(ENV_ALLOW, "").split(",")]
     if any(_permits(entry, url) for entry in entries):
         return
+    shown = redact_url(url)
     raise ModelRequestRefused(
-        f"a real {provider} request to {url} was refused: the test suite is running; "
-        f"a test that means it uses allow_model_requests({url!r}) or sets {ENV_ALLOW}",
+        f"a real {provider} request to {shown} was refused: the test suite is running; "
+        f"a test that means it uses allow_model_requests({shown!r}) or sets {ENV_ALLOW}",
         kind="refused_by_guard",
         provider=provider,
     )

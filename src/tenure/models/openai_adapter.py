@@ -35,6 +35,7 @@ class OpenAIModel(SDKModel):
         max_tokens: int | None = None,
     ) -> Completion:
         check_request(self.provider, self.url)
+        messages = self.outgoing(messages)
         kwargs: dict[str, Any] = {
             "model": self.name,
             "messages": [{"role": m.role, "content": m.content} for m in messages],

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from tenure.models.base import Model
 from tenure.models.pricing import PriceTable
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.secrets import redact_url
 
 ENV_MODEL = "TENURE_MODEL"
 ENV_TIMEOUT = "TENURE_MODEL_TIMEOUT"
@@ -193,6 +194,6 @@ def check_reachable(model: Model, *, timeout: float = 3.0) -> None:
         if isinstance(exc, TimeoutError | socket.timeout):
             why = f"no answer in {timeout:g}s"
         raise ConfigError(
-            f"cannot reach the model server at {base_url} ({why}): start it, or set "
+            f"cannot reach the model server at {redact_url(base_url)} ({why}): start it, or set "
             f"{ENV_MODEL} / --model to a reachable PROVIDER:MODEL@BASE_URL"
         ) from None

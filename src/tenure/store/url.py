@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.secrets import redact_url, register_url
 from tenure.store.base import Store
 
 DEFAULT_URL = "sqlite:///.tenure/state.db"
@@ -28,8 +29,12 @@ def open_store(url: str | None = None) -> Store:
     ``memory://`` is a new empty in-memory store each time; ``memory://NAME`` is
     the same store every time this process opens it (for tests: two handles on one
     store). No other process sees a memory store.
+
+    The URL's password becomes a known secret of this process: it is redacted from
+    everything the store keeps and Tenure shows (``protocol.secrets``).
     """
     url = url or default_url()
+    register_url(url)
     scheme = urlparse(url).scheme if "://" in url else ""
     if scheme in ("", "sqlite"):
         from tenure.store.sqlite import SQLiteStore
@@ -44,7 +49,7 @@ def open_store(url: str | None = None) -> Store:
 
         return MemoryStore.from_url(url)
     raise ConfigError(
-        f"store URL {url!r}: unknown scheme {scheme!r};"
+        f"store URL {redact_url(url)!r}: unknown scheme {scheme!r};"
         " use sqlite:///PATH, redis://HOST:PORT/DB or memory://"
     )
 
@@ -55,11 +60,11 @@ def sqlite_path(url: str) -> Path:
     rest = url.removeprefix("sqlite:")
     if not rest.startswith("///"):
         raise ConfigError(
-            f"store URL {url!r}: write sqlite:///relative/path or sqlite:////abs/path"
+            f"store URL {redact_url(url)!r}: write sqlite:///relative/path or sqlite:////abs/path"
         )
     path = rest[3:].split("?", 1)[0]
     if not path:
-        raise ConfigError(f"store URL {url!r}: the SQLite file path is empty")
+        raise ConfigError(f"store URL {redact_url(url)!r}: the SQLite file path is empty")
     return Path(path)
 
 

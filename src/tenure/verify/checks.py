@@ -16,6 +16,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing.exceptions import Unresolvable
 
+from tenure.executors.environment import child_env
 from tenure.protocol import (
     CommandCheck,
     CommandEvidence,
@@ -93,7 +94,8 @@ def check_evidence(
 
 
 def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
-    """Run the check's command ourselves, with a timeout, in the task's directory.
+    """Run the check's command ourselves, with a timeout, in the task's directory, with
+    the allowlisted environment (no model keys, no store URL: ``executors.environment``).
 
     On timeout the command's whole process group is killed, not just its shell."""
     try:
@@ -106,6 +108,7 @@ def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
             text=True,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env=child_env(),
         )
     except OSError as exc:
         return Verdict("command", False, f"`{check.run}` could not start: {exc.strerror}")

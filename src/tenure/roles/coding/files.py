@@ -9,7 +9,9 @@
 ``inbox.md``         tasks handed to the operator, with the reason
 
 Everything here is committed on the run's integration branch as it happens, so
-``status.yml`` in git is the run's state: a killed run resumes from it.
+``status.yml`` in git is the run's state: a killed run resumes from it. Every
+file is written through ``_write``, which redacts known secrets
+(``protocol.secrets``) first: nothing a worker echoed lands in git.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import yaml
 
 from tenure.protocol import CommandCheck, Plan, PlanTask
+from tenure.protocol.secrets import redact_text, redact_value
 
 RUNS_DIR = Path(".tenure") / "runs"
 QA_HEADING = "## Questions and answers (append-only)"
@@ -37,6 +40,17 @@ CANCELLED = "cancelled"  # cancelled by a replan, with the reason
 DROPPED = "dropped"  # left out by a replan before it ran to the end
 SPLIT = "split"  # replaced by its parts after its last attempt failed
 FINISHED = (MERGED, NEEDS_OPERATOR, BLOCKED, CANCELLED, DROPPED, SPLIT)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write a run file, known secrets redacted: the one way text reaches the run folder
+    (YAML is redacted as data before it is dumped, so a masked value stays a string)."""
+    path.write_text(redact_text(text))
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as fh:
+        fh.write(redact_text(text))
 
 
 def now() -> str:
@@ -85,7 +99,7 @@ class RunFolder:
 
     def write_plan(self, plan: Plan, note: str = "") -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        data = plan.model_dump(mode="json", exclude_none=True)
+        data = redact_value(plan.model_dump(mode="json", exclude_none=True))  # before YAML
         lines = [
             f"# Plan: {plan.goal or plan.team}",
             "",
@@ -100,7 +114,7 @@ class RunFolder:
             f"- {now()} run started{': ' + note if note else ''}",
             "",
         ]
-        (self.path / "plan.md").write_text("\n".join(lines))
+        _write(self.path / "plan.md", "\n".join(lines))
 
     def replace_plan(self, plan: Plan, entry: str, notes: list[str]) -> None:
         """The new plan in plan.md; the changelog is kept and gets ``entry`` and ``notes``."""
@@ -109,14 +123,12 @@ class RunFolder:
         self.write_plan(plan)
         if sep:
             fresh = path.read_text().partition("## Changelog\n")[0]
-            path.write_text(fresh + sep + changelog)
+            _write(path, fresh + sep + changelog)
         self.append_changelog(entry)
-        with path.open("a") as fh:
-            fh.writelines(f"  - {note}\n" for note in notes)
+        _append(path, "".join(f"  - {note}\n" for note in notes))
 
     def append_changelog(self, entry: str) -> None:
-        with (self.path / "plan.md").open("a") as fh:
-            fh.write(f"- {now()} {entry}\n")
+        _append(self.path / "plan.md", f"- {now()} {entry}\n")
 
     # --- tasks/<id>.md ---------------------------------------------------------------
 
@@ -159,7 +171,7 @@ class RunFolder:
             QA_HEADING,
             "",
         ]
-        path.write_text("\n".join(lines))
+        _write(path, "\n".join(lines))
         return path
 
     def append_attempt(self, task_id: str, attempt: int, text: str) -> None:
@@ -168,7 +180,7 @@ class RunFolder:
         body = path.read_text()
         entry = f"### Attempt {attempt} failed ({now()})\n\n```\n{text.rstrip()[-3000:]}\n```\n\n"
         head, sep, tail = body.partition(QA_HEADING)
-        path.write_text(head + entry + sep + tail if sep else body + "\n" + entry)
+        _write(path, head + entry + sep + tail if sep else body + "\n" + entry)
 
     def append_replanned(self, task: PlanTask, reason: str) -> None:
         """A re-derived task's new definition, above the Q&A section."""
@@ -181,7 +193,7 @@ class RunFolder:
         path = self.task_file(task.id)
         body = path.read_text()
         head, sep, tail = body.partition(QA_HEADING)
-        path.write_text(head + text + sep + tail if sep else body + "\n" + text)
+        _write(path, head + text + sep + tail if sep else body + "\n" + text)
 
     # --- results/<id>.md -------------------------------------------------------------
 
@@ -190,9 +202,10 @@ class RunFolder:
         path.parent.mkdir(parents=True, exist_ok=True)
         old = path.read_text() if path.exists() else f"# Results for {task_id}\n\n"
         shown = report.strip() or "(the agent wrote no report)"
-        path.write_text(
+        _write(
+            path,
             f"{old}## Attempt {attempt} ({now()})\n\n### Worker's report\n\n{shown}\n\n"
-            f"### Leader's acceptance\n\n{verdicts.rstrip()}\n\n"
+            f"### Leader's acceptance\n\n{verdicts.rstrip()}\n\n",
         )
 
     def append_answer(self, task_id: str, question: str, answer: str) -> None:
@@ -202,15 +215,16 @@ class RunFolder:
         if QA_HEADING not in body:
             body += f"\n{QA_HEADING}\n\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
+        _write(
+            path,
             f"{body.rstrip()}\n\n### Q ({now()})\n\n{question.strip() or '(no question)'}\n\n"
-            f"**A (operator):** {answer.strip()}\n"
+            f"**A (operator):** {answer.strip()}\n",
         )
 
     def append_inbox(self, task_id: str, reason: str) -> None:
         path = self.path / "inbox.md"
         old = path.read_text() if path.exists() else "# Operator inbox\n\n"
-        path.write_text(f"{old}- {now()} **{task_id}**: {reason}\n")
+        _write(path, f"{old}- {now()} **{task_id}**: {reason}\n")
 
     # --- status.yml -------------------------------------------------------------------
 
@@ -220,7 +234,7 @@ class RunFolder:
         if self.epoch:  # the writer's fencing epoch: the next leader claims above it
             data["epoch"] = self.epoch
         data["tasks"] = [asdict(r) for r in rows.values()]
-        self.status_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        _write(self.status_file, yaml.safe_dump(redact_value(data), sort_keys=False))
 
     def read_status(self) -> dict[str, StatusRow]:
         return parse_status(self.status_file.read_text())

@@ -21,6 +21,7 @@ from tenure.coord import LeaseKeeper, LeaseTiming, Renewer
 from tenure.executors import git
 from tenure.protocol.codec import load_plan
 from tenure.protocol.errors import ConfigError, TenureError
+from tenure.protocol.private import private_dir
 from tenure.roles.coding.config import CodingConfig, CodingOutcome, new_run_id, preflight
 from tenure.roles.coding.files import RUNNING, status_epoch
 from tenure.roles.coding.integration import IntegrationHook
@@ -107,7 +108,7 @@ class CodingLeader:
             self._release()
             raise
         pid_file = place.attempts / PID_FILE
-        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(pid_file.parent)
         pid_file.write_text(f"{os.getpid()}\n")
         followers, threads, followers_stop = self._workers(lead.store)
         candidate = Candidate(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenure.protocol import Plan, PlanTask
+from tenure.protocol.private import private_dir
 from tenure.protocol.taskspec import spec_for
 from tenure.roles.coding.files import (
     ACCEPTED,
@@ -49,7 +50,7 @@ class ReplanRequest:
     reason: str
 
     def write(self, attempts_dir: Path) -> Path:
-        attempts_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(attempts_dir)
         path = attempts_dir / REQUEST_FILE
         tmp = path.with_suffix(".tmp")
         data = {

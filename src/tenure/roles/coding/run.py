@@ -19,6 +19,7 @@ from tenure.executors import git
 from tenure.executors.worktrees import Worktrees
 from tenure.protocol import Plan
 from tenure.protocol.errors import LeaseLost
+from tenure.protocol.secrets import redact_text
 from tenure.roles.coding.files import RunFolder, StatusRow
 from tenure.roles.coding.lease import team_for
 from tenure.roles.coding.rows import rows_of
@@ -67,7 +68,9 @@ class RunPlace:
         # only the run folder (even where the repository ignores .tenure/): what the
         # final checks leave in the integration worktree is never committed
         git.commit_all(
-            self.int_path, f"{message}\n\nTenure-Epoch: {epoch}", only=[str(self.folder.rel)]
+            self.int_path,
+            redact_text(f"{message}\n\nTenure-Epoch: {epoch}"),
+            only=[str(self.folder.rel)],
         )
         self.tip = git.head(self.int_path)
 

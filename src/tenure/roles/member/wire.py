@@ -16,6 +16,7 @@ from tenure.protocol.messages import (
     ResultMessage,
     TaskProgress,
 )
+from tenure.protocol.secrets import redact_value
 from tenure.roles.register import Task, read_task
 from tenure.store import Store, TaskRecord
 
@@ -65,10 +66,12 @@ class Mailbox:
         return {"team": self.team, "from": self.sender, "to": to, "epoch": epoch}
 
     def signed(self, kind: str, body: BodyT) -> BodyT:
-        """``body`` with this sender's signature (unchanged without credentials)."""
+        """``body`` with this sender's signature (unchanged without credentials). Known
+        secrets are taken out first, as the store would: what is signed is what is kept."""
         if self.credentials is None:
             return body
-        return body.model_copy(update={"signature": self.credentials.sign(kind, body)})
+        clean = type(body).model_validate(redact_value(to_dict(body)))
+        return clean.model_copy(update={"signature": self.credentials.sign(kind, clean)})
 
     def assign(self, envelope: TaskEnvelope) -> None:
         envelope = self.signed(ENVELOPE, envelope)

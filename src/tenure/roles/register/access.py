@@ -12,6 +12,7 @@ from typing import Any
 
 from tenure.coord import Credentials
 from tenure.protocol import to_dict
+from tenure.protocol.secrets import redact_value
 from tenure.protocol.taskspec import AttemptData, TaskSpec
 from tenure.roles.register.task import SPEC, Task, read_task
 from tenure.store import UNSET, Store, TaskState
@@ -45,8 +46,10 @@ class Register:
     def signed(self, spec: TaskSpec) -> TaskSpec:
         if self.credentials is None:
             return spec
-        unsigned = spec.model_copy(update={"signature": None})
-        return unsigned.model_copy(update={"signature": self.credentials.sign(SPEC, unsigned)})
+        clean = TaskSpec.model_validate(
+            redact_value(to_dict(spec.model_copy(update={"signature": None})))
+        )
+        return clean.model_copy(update={"signature": self.credentials.sign(SPEC, clean)})
 
     def create(self, task_id: str, spec: TaskSpec, *, state: TaskState = "queued") -> Task:
         """Register a task (``Conflict`` if the id is taken)."""

@@ -7,6 +7,7 @@ import re
 from typing import Any, ClassVar, Self
 
 from tenure.protocol.errors import ConfigError, ProtocolError, StaleEpoch
+from tenure.protocol.secrets import redact_value
 from tenure.store.base import Store
 from tenure.store.memory.state import Clock, EventRow, Memory, TeamState, named
 
@@ -78,7 +79,8 @@ def positive(field: str, value: float) -> None:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """``value`` as stored: JSON, with every known secret redacted (``protocol.secrets``)."""
+    return json.dumps(redact_value(value), default=str, separators=(",", ":"))
 
 
 def loads(text: str) -> Any:

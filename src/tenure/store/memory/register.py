@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
+from tenure.protocol.secrets import redact_text
 from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.memory.core import MemoryBase, dumps, loads, positive
 from tenure.store.memory.state import EffectRow, TaskRow
@@ -161,7 +162,7 @@ def _stored(given: dict[str, Any]) -> dict[str, Any]:
         elif name == "attempt":
             stored[name] = int(value)
         else:  # assignee, reason
-            stored[name] = "" if value is None else str(value)
+            stored[name] = "" if value is None else redact_text(str(value))
     return stored
 
 

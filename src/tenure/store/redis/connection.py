@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tenure.protocol.errors import ConfigError, StoreUnavailable
+from tenure.protocol.secrets import redact_url, register_url
 
 DEFAULT_PREFIX = "tenure"
 CONNECT_TIMEOUT = 3.0
@@ -37,7 +38,9 @@ class Target:
 
 
 def parse_url(url: str) -> Target:
-    """Split ``?prefix=`` (ours) from the options redis-py understands."""
+    """Split ``?prefix=`` (ours) from the options redis-py understands; the URL's
+    password becomes a known secret of this process (``protocol.secrets``)."""
+    register_url(url)
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -58,17 +61,9 @@ def parse_url(url: str) -> Target:
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<malformed redis url>"
-    if password is None:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+    """The URL with its credentials replaced by ``***`` (for messages and logs): the
+    one ``protocol.secrets.redact_url`` every part of Tenure shows URLs with."""
+    return redact_url(url)
 
 
 def make_client(target: Target) -> Any:

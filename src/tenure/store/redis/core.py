@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Self
 
 from tenure.protocol.errors import ProtocolError, StaleEpoch, StoreUnavailable
+from tenure.protocol.secrets import redact_value
 from tenure.store.base import Store
 from tenure.store.redis.connection import Keys, make_client, parse_url, translated
 from tenure.store.redis.scripts import PRELUDE, SCRIPTS
@@ -84,4 +85,5 @@ def at(value: Any) -> float:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """``value`` as stored: JSON, with every known secret redacted (``protocol.secrets``)."""
+    return json.dumps(redact_value(value), default=str, separators=(",", ":"))

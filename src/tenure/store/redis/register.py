@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
+from tenure.protocol.secrets import redact_text
 from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.redis.core import RedisBase, at, dumps, micros
@@ -193,7 +194,7 @@ def _stored(name: str, value: Any) -> str:
         if not isinstance(value, int):
             raise ProtocolError("attempt", f"a whole number, got {value!r}")
         return str(int(value))
-    return "" if value is None else str(value)
+    return "" if value is None else redact_text(str(value))
 
 
 def _record(team: str, task_id: str, raw: Any) -> TaskRecord:

@@ -1,5 +1,10 @@
 """One SQLite connection per store object: WAL, a busy timeout, and write
-transactions that retry while another process holds the lock."""
+transactions that retry while another process holds the lock.
+
+The database file is created ``0600`` (SQLite gives its ``-wal`` and ``-shm`` files
+the database's mode), the directories made for it ``0700``; an existing database,
+its ``-wal``/``-shm`` and a ``.tenure`` directory holding it are tightened to that
+when opened."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from tenure.protocol.errors import StoreUnavailable
+from tenure.protocol.private import FILE_MODE, private_dir, private_file, tighten
+from tenure.protocol.secrets import pinned
 from tenure.store.sqlite.schema import migrate
 
 T = TypeVar("T")
@@ -21,7 +28,8 @@ LOCK_RETRY_SECONDS = 30.0
 
 def open_connection(path: Path) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent, tighten_existing=False)  # an operator's directory stays
+        private_file(path)
         conn = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
         )
@@ -30,6 +38,8 @@ def open_connection(path: Path) -> sqlite3.Connection:
         _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute("PRAGMA synchronous = NORMAL")
         _retry_locked(lambda: migrate(conn))
+        for companion in ("-wal", "-shm", "-journal"):
+            tighten(path.with_name(path.name + companion), FILE_MODE)
         return conn
     except (sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(f"cannot open SQLite store at {path}: {exc}") from exc
@@ -45,8 +55,9 @@ class Connection:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Cursor]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed whole or not at all."""
-        with self._lock:
+        """A ``BEGIN IMMEDIATE`` transaction: committed whole or not at all. The known
+        secrets its values are redacted of are read before the lock is taken."""
+        with pinned(), self._lock:
             cur = self._conn.cursor()
             _retry_locked(lambda: cur.execute("BEGIN IMMEDIATE"))
             try:

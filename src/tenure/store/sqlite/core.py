@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tenure.protocol.errors import ProtocolError, StaleEpoch
+from tenure.protocol.secrets import redact_value
 from tenure.store.base import Store
 from tenure.store.sqlite.connection import Connection
 
@@ -46,7 +47,7 @@ class SQLiteBase(Store):
         cur.execute("INSERT OR IGNORE INTO teams (team, epoch) VALUES (?, 0)", (team,))
         cur.execute(
             "INSERT INTO events (team, kind, at, epoch, data) VALUES (?, ?, ?, ?, ?)",
-            (team, kind, self.now(), epoch, json.dumps(data, default=str)),
+            (team, kind, self.now(), epoch, dumps(data)),
         )
         return int(cur.lastrowid or 0)
 
@@ -57,4 +58,5 @@ def positive(field: str, value: float) -> None:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """``value`` as stored: JSON, with every known secret redacted (``protocol.secrets``)."""
+    return json.dumps(redact_value(value), default=str, separators=(",", ":"))

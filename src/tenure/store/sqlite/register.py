@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
+from tenure.protocol.secrets import redact_value
 from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.sqlite.core import SQLiteBase, dumps, positive
@@ -70,7 +71,7 @@ class RegisterMixin(SQLiteBase):
                 zip(_TASK_FIELDS, (assignee, attempt, result, reason, data, spec), strict=True)
             )
             sets = {
-                k: (dumps(v) if k in _JSON_FIELDS else v)
+                k: (dumps(v) if k in _JSON_FIELDS else redact_value(v))
                 for k, v in changes.items()
                 if v is not UNSET
             }
