@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,9 +151,9 @@ def test_agent_that_dies_mid_run_leaves_its_half_change_committed(repo: Path, ag
     outcome = run(repo, [fix_task(1)], cli)
     assert outcome.done
     assert "half done" in at(repo, "tenure/r1/t1/1", "m1.py")
-    assert "exited with status -9" in at(
-        repo, "tenure/r1/integration", ".tenure/runs/r1/tasks/t1.md"
-    )
+    task_md = at(repo, "tenure/r1/integration", ".tenure/runs/r1/tasks/t1.md")
+    # unsandboxed: the signal itself; in bubblewrap: its exit status 128 + 9, named
+    assert re.search(r"exited with status (-9|137 \(in the sandbox: killed by signal 9\))", task_md)
 
 
 def test_gc_lists_first_and_never_removes_unmerged_work(repo: Path, agent: Agent) -> None:
@@ -209,12 +210,15 @@ def test_nothing_is_lost_in_a_chaotic_run(repo: Path, agent: Agent) -> None:
 
 
 def test_an_agent_that_commits_itself_or_switches_branch(repo: Path, agent: Agent) -> None:
+    """Unsandboxed: in bubblewrap an agent cannot commit (.git is read-only to it; see
+    tests/coding/test_coding_containment.py)."""
     cli = agent(
         {
             "t1": {"file": "m1.py", "modes": ["selfcommit"]},
             "t2": {"file": "m2.py", "modes": ["switch", "fix"]},
         }
     )
+    cli.sandbox = "off"
     outcome = run(repo, [fix_task(1), fix_task(2)], cli)
     assert outcome.done, outcome.reason
     assert "agent's own commit" in sh(repo, "log", "--format=%s", "tenure/r1/integration")

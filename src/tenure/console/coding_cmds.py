@@ -13,6 +13,7 @@ from rich.markup import escape
 from tenure.console.app import app, fail, out
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
+from tenure.executors.sandbox import SandboxMode
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased, team_for
@@ -66,6 +67,20 @@ def code(
         float,
         typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
     ] = DEFAULT_LEASE_TTL,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run the agent as a plain process, not in bubblewrap (it can then write "
+            "anywhere you can; the leader only detects changes to .git and your checkout).",
+        ),
+    ] = False,
+    require_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--require-sandbox", help="Refuse to run unless bubblewrap (bwrap) works here."
+        ),
+    ] = False,
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt, checks run by the
     leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
@@ -75,7 +90,10 @@ def code(
     Example: `tenure code plan.yaml --repo ~/src/app --agent claude --workers 3 --share-home`
     """
     plan = load_plan(plan_path)
-    cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
+    if no_sandbox and require_sandbox:
+        raise fail("--no-sandbox and --require-sandbox contradict each other; pick one")
+    mode: SandboxMode = "off" if no_sandbox else "bwrap" if require_sandbox else "auto"
+    cli = AgentCLI.from_spec(agent, isolate_home=not share_home, sandbox=mode)
     splitter = None
     if split_with is not None:
         from tenure.console.model_cmds import open_checked
@@ -113,6 +131,8 @@ def code(
         f"team {team_for(leader.run_id)} in {escape(leader.store_url)} (epoch {epoch})",
         soft_wrap=True,
     )
+    note = cli.sandbox_note()
+    out.print(f"[bold red]{escape(note)}[/]" if note.startswith("WARNING") else note, soft_wrap=True)
     outcome = leader.run()
     for task_id, state in outcome.states.items():
         out.print(f"  {task_id:<24} {state}", soft_wrap=True)
