@@ -82,8 +82,9 @@ def code(
         ),
     ] = False,
 ) -> None:
-    """Run a plan with coding agents: one git worktree per attempt, checks run by the
-    leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
+    """Run a plan with coding agents: one git worktree per attempt (agents sandboxed in
+    bubblewrap where it works), checks run by the leader on a fresh checkout of the
+    attempt's commit, accepted commits merged into tenure/RUN/integration in plan
     order. Files: .tenure/runs/RUN/ on that branch; state: the team code/RUN in the store
     (`tenure status --team code/RUN`, `tenure inbox`, `tenure answer --team code/RUN`).
 
