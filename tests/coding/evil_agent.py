@@ -22,7 +22,9 @@ Modes (``spec["file"]`` is the file in scope, e.g. ``m1.py``):
 - ``resultlink``: the report file is a symbolic link to ``spec["secret"]``;
 - ``symlink``: fixes the file and commits ``data/passwd`` -> ``/etc/passwd``;
 - ``gitfile``: fixes the file and points its worktree's ``.git`` file at a
-  repository of its own whose config and hooks run the marker script.
+  repository of its own whose config and hooks run the marker script;
+- ``headmain``: fixes the file and points its worktree's ``HEAD`` at the user's
+  ``main`` (so that the worker's commit would land there).
 
 Each also writes a plausible report claiming the checks pass.
 """
@@ -161,6 +163,10 @@ def attack(mode: str, spec: dict[str, str], target: Path, result_file: Path) -> 
             (own / ".git" / "hooks" / name).chmod(0o755)
         with attempt("point the worktree's .git file at a repository of its own"):
             Path(".git").write_text(f"gitdir: {own / '.git'}\n")
+    elif mode == "headmain":
+        target.write_text(FIX)
+        with attempt("point the worktree's HEAD at main"):
+            git("symbolic-ref", "HEAD", "refs/heads/main")
     else:
         return False
     result_file.write_text(report)

@@ -324,3 +324,19 @@ def test_in_the_sandbox_an_agent_cannot_commit_or_touch_git(
     failure = first_failure(repo)
     assert "Read-only file system" in failure and "returned non-zero exit status" in failure
     assert "agent's own commit" not in sh(repo, "log", "--all", "--format=%s")
+
+
+def test_a_worktree_head_pointed_at_main_does_not_get_the_work_committed_there(
+    repo: Path, agent: Agent, sandbox: SandboxMode, marker: Path
+) -> None:
+    before = baseline(repo)
+    main = sh(repo, "rev-parse", "main").strip()
+    cli = agent({"t1": {"file": "m1.py", "modes": ["headmain", "fix"]}})
+    task = fix_task(1)
+    outcome = run(repo, [task], cli, sandbox)
+    assert outcome.done, outcome.reason
+    assert_contained(repo, marker, before)
+    assert sh(repo, "rev-parse", "main~1").strip() == main  # only the user's own commit since
+    assert "the agent left its branch tenure/r1/t1/1 (the worktree is on main)" in first_failure(repo)
+    assert at(repo, "m1.py", "tenure/r1/t1/1") == FIXED  # committed where it belongs
+    assert_merged_is_checked(repo, check_of(task))

@@ -189,11 +189,13 @@ class AgentCLI:
         commit_message: str,
         cancel: threading.Event | None = None,
         dirs: git.Dirs | None = None,
+        branch: str | None = None,
         protect: Sequence[Path] = (),
         before_commit: Callable[[], object] | None = None,
     ) -> AgentRun:
         """Run the agent once in ``worktree``; ``dirs``: the worktree's git directories
-        (writable in the sandbox, and where the commit goes); ``protect``: directories
+        (its own writable in the sandbox); ``branch``: the attempt's branch, where what
+        the agent left is committed whatever its ``HEAD`` says; ``protect``: directories
         put back read-only over a shared home (the repository, its git directory);
         ``before_commit``: called once the agent is gone, before anything is committed
         (the leader's guard undoes what the agent may not change)."""
@@ -284,7 +286,10 @@ class AgentCLI:
         pid_file.unlink(missing_ok=True)
         if before_commit is not None:
             before_commit()
-        committed = git.commit_all(worktree, commit_message, at=dirs)
+        if dirs is not None and branch:
+            committed = git.commit_onto(dirs, branch, commit_message)
+        else:
+            committed = git.commit_all(worktree, commit_message, at=dirs)
         if cancelled:
             reason = "cancelled by the leader; process group killed"
         elif timed_out:

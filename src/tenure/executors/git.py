@@ -311,6 +311,30 @@ def commit_all(
     return True
 
 
+def commit_onto(
+    at: Dirs,
+    branch: str,
+    message: str,
+    *,
+    author: str = "tenure <tenure@localhost>",
+) -> bool:
+    """Commit everything in the work tree ``at`` onto ``branch`` — whatever the work
+    tree's ``HEAD`` names (an agent can point it at any branch, ``main`` included) —
+    with the branch's tip as parent; False when there was nothing to commit."""
+    root = at.common_dir
+    ref = f"refs/heads/{branch}"
+    parent = head(root, ref)
+    git(at.work_tree, "add", "-A", at=at)
+    tree = git(at.work_tree, "write-tree", at=at).strip()
+    if tree == git(root, "rev-parse", f"{parent}^{{tree}}").strip():
+        return False
+    name, _, email = author.partition(" <")
+    identity = ["-c", f"user.name={name}", "-c", f"user.email={email.rstrip('>')}"]
+    commit = git(root, *identity, "commit-tree", tree, "-p", parent, "-m", message).strip()
+    git(root, "update-ref", "-m", f"tenure: {message.splitlines()[0]}", ref, commit, parent)
+    return True
+
+
 def changed_files(cwd: Path, base: str, tip: str = "HEAD") -> list[str]:
     """Paths changed between ``base`` and ``tip`` (renames show both sides)."""
     out = git(cwd, "diff", "--name-only", "--no-renames", *NO_DIFF_PROGRAMS, f"{base}..{tip}")

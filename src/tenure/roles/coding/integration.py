@@ -214,8 +214,9 @@ class IntegrationHook(LeaderHook):
                 at = git.dirs_of(place.root, tree)
             except TenureError:
                 at = None
-            if at is not None:
-                git.commit_all(tree, f"tenure: salvage interrupted attempt {task.attempt}", at=at)
+            branch = branch_for(place.run_id, task.task_id, task.attempt)
+            if at is not None and git.branch_exists(place.root, branch):
+                git.commit_onto(at, branch, f"tenure: salvage interrupted attempt {task.attempt}")
         ctx.retry(task, "interrupted", f"attempt {task.attempt} interrupted: the leader process stopped")
         return True
 

@@ -72,6 +72,7 @@ class WorktreeAgent:
             commit_message=f"tenure: {envelope.task_id} attempt {envelope.attempt} ({self.agent.name})",
             cancel=ctx.cancelled,
             dirs=tree.dirs,
+            branch=tree.branch,
             protect=[self.root, tree.dirs.common_dir],
             before_commit=self.guard.after_agent if self.guard is not None else None,
         )
