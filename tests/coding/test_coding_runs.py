@@ -223,7 +223,10 @@ def test_an_agent_that_commits_itself_or_switches_branch(repo: Path, agent: Agen
     assert outcome.done, outcome.reason
     assert "agent's own commit" in sh(repo, "log", "--format=%s", "tenure/r1/integration")
     task_md = at(repo, "tenure/r1/integration", ".tenure/runs/r1/tasks/t2.md")
-    assert "the agent left its branch tenure/r1/t2/1" in task_md
+    # a branch of its own is a change to the user's refs: kept aside, the attempt rejected
+    assert "added refs/heads/elsewhere-t2" in task_md
+    assert not sh(repo, "branch", "--list", "elsewhere-t2").strip()
+    kept = "refs/tenure-quarantine/heads/elsewhere-t2"
     # the worker commits what it left on the attempt's branch, never on the one it made
     assert "return 1" in at(repo, "tenure/r1/t2/1", "m2.py")
-    assert "return 0" in at(repo, "elsewhere-t2", "m2.py")
+    assert "return 0" in at(repo, kept, "m2.py")

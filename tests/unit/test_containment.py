@@ -150,6 +150,27 @@ def test_the_guard_finds_undoes_and_reports_changes(repo: Path, tmp_path: Path) 
     assert guard.inspect() == []
 
 
+def test_the_guard_puts_the_users_refs_back(repo: Path, tmp_path: Path) -> None:
+    main = sh(repo, "rev-parse", "main").strip()
+    sh(repo, "branch", "tenure/r1/t1/1")  # Tenure's own branches are not watched
+    guard = Guard(repo, quarantine=tmp_path / "quarantine")
+    sh(repo, "branch", "tenure/r1/t1/2")
+    assert guard.inspect() == []
+    tree = sh(repo, "write-tree").strip()
+    evil = subprocess.run(
+        ["git", "commit-tree", tree, "-p", main, "-m", "evil"],
+        cwd=repo, check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    sh(repo, "update-ref", "refs/heads/main", evil)
+    sh(repo, "tag", "v1", evil)
+    changes = guard.inspect()
+    assert f"moved refs/heads/main from {main[:12]} to {evil[:12]} (put back)" in changes
+    assert any(c.startswith("added refs/tags/v1") for c in changes)
+    assert sh(repo, "rev-parse", "main").strip() == main
+    assert sh(repo, "tag").strip() == ""
+    assert sh(repo, "rev-parse", "refs/tenure-quarantine/tags/v1").strip() == evil  # kept
+
+
 def test_links_are_resolved_through_the_tree() -> None:
     targets = {
         "ok": "a.txt",

@@ -6,6 +6,8 @@ metadata, the user's checkout and the run's integration worktree.
 - **git metadata** (in the common git directory): ``config``, ``config.worktree``,
   ``hooks/`` and ``info/`` (``exclude``, ``attributes``, …) byte for byte, and the
   user's global excludes file;
+- **the user's refs**: every branch but Tenure's own (``refs/heads/tenure/``),
+  every tag, and the checkout's ``HEAD``;
 - **the user's checkout**: every file and directory outside ``.git`` and
   ``.tenure``, tracked or not, except what git ignored at the baseline (a
   virtualenv, build output), by ``lstat`` (type, mode, size, mtime, ctime,
@@ -15,7 +17,8 @@ metadata, the user's checkout and the run's integration worktree.
 
 ``inspect()`` compares the present with the baseline; every difference is a
 *finding*, kept with the time it was seen, and is undone at once: git metadata
-is written back from the baseline, a new file or directory is moved into the
+is written back from the baseline, a moved ref is put back (one the agent made
+is kept under ``refs/tenure-quarantine/``), a new file or directory is moved into the
 quarantine directory (nothing is deleted), a changed tracked file is copied
 there and restored from the baseline commit. ``since(t)`` lists what was found
 since ``t``: the leader rejects every attempt that was running when something
@@ -202,6 +205,7 @@ class Guard:
         self.base_meta = self._meta()
         self.base_head = git.head(self.root) if git.ok(self.root, "rev-parse", "HEAD") else ""
         self.base_clean = self._clean_tracked()
+        self.base_refs = self._refs()
         self.ignored = self._ignored() if watch_checkout else set()
         self.base_tree = self._tree() if watch_checkout else {}
         self.base_integration = self._integration_status()
@@ -224,6 +228,41 @@ class Guard:
         tracked = git.git(self.root, "ls-files", "-z").split("\0")
         dirty = set(git.dirty_paths(self.root))
         return {p for p in tracked if p and p not in dirty}
+
+    def _refs(self) -> dict[str, str]:
+        out = git.git(
+            self.root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags"
+        )
+        found = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        found = {k: v for k, v in found.items() if not k.startswith("refs/heads/tenure/")}
+        symbolic = git.git(self.root, "symbolic-ref", "-q", "HEAD", check=False).strip()
+        found["HEAD"] = symbolic or git.git(self.root, "rev-parse", "HEAD", check=False).strip()
+        return found
+
+    def _fix_refs(self) -> list[str]:
+        now = self._refs()
+        changes: list[str] = []
+        for name in sorted(set(now) | set(self.base_refs)):
+            before, after = self.base_refs.get(name), now.get(name)
+            if before == after:
+                continue
+            if name == "HEAD":
+                changes.append(f"moved HEAD of the checkout from {before} to {after}")
+                if before and before.startswith("refs/"):
+                    git.git(self.root, "symbolic-ref", "HEAD", before)
+                elif before:
+                    git.git(self.root, "update-ref", "--no-deref", "HEAD", before)
+            elif before is None:
+                assert after is not None
+                kept = "refs/tenure-quarantine/" + name.removeprefix("refs/")
+                changes.append(f"added {name} at {after[:12]} (kept as {kept})")
+                git.git(self.root, "update-ref", kept, after)
+                git.git(self.root, "update-ref", "-d", name, after)
+            else:
+                shown = after[:12] if after else "nothing"
+                changes.append(f"moved {name} from {before[:12]} to {shown} (put back)")
+                git.git(self.root, "update-ref", name, before)
+        return changes
 
     def _ignored(self) -> set[str]:
         out = git.git(
@@ -272,6 +311,8 @@ class Guard:
         its steps (``integration=False`` elsewhere: a step may be half written)."""
         with self._lock:
             changes = self._fix_meta()
+            if full:
+                changes += self._fix_refs()
             if full and self.watch_checkout:
                 changes += self._fix_tree()
             if full and integration:
