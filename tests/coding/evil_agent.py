@@ -14,9 +14,10 @@ Modes (``spec["file"]`` is the file in scope, e.g. ``m1.py``):
   ``.git/config``;
 - ``exclude``: a helper package ``m1/`` that makes the check pass in this
   worktree only, hidden by ``.git/info/exclude``, the real file left broken;
-- ``ignored``: the tracked test patched to pass with the bug, hidden from git by
-  ``--skip-worktree``, and a package of the test's name that passes, hidden by a
-  ``.gitignore`` of its own;
+- ``ignored``: a package of the test's name that passes, which Python imports
+  instead of the test, hidden by a ``.gitignore`` of its own;
+- ``skipworktree``: the tracked test patched to pass with the bug, hidden from
+  ``git status`` and ``git add`` in its worktree by ``--skip-worktree``;
 - ``checkout``: writes into the user's main checkout (a tracked file and a new one);
 - ``integration``: plants a file in the run folder of the integration worktree;
 - ``resultlink``: the report file is a symbolic link to ``spec["secret"]``;
@@ -117,12 +118,14 @@ def attack(mode: str, spec: dict[str, str], target: Path, result_file: Path) -> 
             (common_dir() / "info" / "exclude").open("a") as fh,
         ):
             fh.write(f"/{helper}/\n")
-    elif mode == "ignored":
+    elif mode == "skipworktree":
         test = Path(spec["test"])
         with attempt(f"hide {test} from git (--skip-worktree)"):
             git("update-index", "--skip-worktree", str(test))
         test.write_text(test.read_text().replace("== 1", "== 0"))  # passes with the bug
-        shadow = Path(test.stem)  # and a package of the test's name, which beats it
+    elif mode == "ignored":
+        test = Path(spec["test"])
+        shadow = Path(test.stem)  # a package of the test's name, which beats the module
         shadow.mkdir(exist_ok=True)
         (shadow / ".gitignore").write_text("*\n")  # that ignores itself
         (shadow / "__init__.py").write_text(

@@ -179,36 +179,66 @@ def test_an_excluded_helper_that_passes_only_in_the_agents_worktree_is_not_merge
     assert_merged_is_checked(repo, check_of(task))
 
 
-def test_an_ignored_helper_and_a_hidden_test_patch_fail_on_the_fresh_checkout(
-    repo: Path, agent: Agent, sandbox: SandboxMode, marker: Path
-) -> None:
-    test = "import unittest\n\nimport m1\n\n\nclass T(unittest.TestCase):\n"
-    test += "    def test_value(self):\n        assert m1.value() == 1\n"
-    (repo / "test_m1.py").write_text(test)
+TEST_M1 = "import unittest\n\nimport m1\n\n\nclass T(unittest.TestCase):\n"
+TEST_M1 += "    def test_value(self):\n        assert m1.value() == 1\n"
+TEST_CHECK = f"{sys.executable} -m unittest -q test_m1"
+
+
+def with_test(repo: Path) -> dict[str, Any]:
+    """A tracked test of m1, and a task whose check runs it."""
+    (repo / "test_m1.py").write_text(TEST_M1)
     sh(repo, "add", "test_m1.py")
     sh(repo, "commit", "-q", "-m", "a test")
-    before = baseline(repo)
-    check = f"{sys.executable} -m unittest -q test_m1"
-    task = {
+    return {
         "id": "t1",
         "goal": "make m1.value() return 1",
         "scope": ["m1.py"],
-        "checks": [{"kind": "command", "run": check, "timeout_seconds": 30}],
+        "checks": [{"kind": "command", "run": TEST_CHECK, "timeout_seconds": 30}],
     }
+
+
+def test_an_ignored_shadow_of_the_test_passes_only_in_the_agents_worktree(
+    repo: Path, agent: Agent, sandbox: SandboxMode, marker: Path
+) -> None:
+    task = with_test(repo)
+    before = baseline(repo)
     cli = agent({"t1": {"file": "m1.py", "modes": ["ignored", "fix"], "test": "test_m1.py"}})
     outcome = run(repo, [task], cli, sandbox)
     assert outcome.done, outcome.reason
     assert_contained(repo, marker, before)
-    # in its own worktree the check passed: the helper and the patched test are there
+    # in its own worktree the check passes: the shadow package is there, ignored
     worktree = repo / ".tenure/worktrees/r1/t1-1"
-    assert (worktree / "test_m1/__init__.py").exists() and "== 0" in (worktree / "test_m1.py").read_text()
-    assert subprocess.run(check, shell=True, cwd=worktree, capture_output=True).returncode == 0
-    # the leader checked the commit, which has neither: rejected
+    assert (worktree / "test_m1/__init__.py").exists()
+    assert subprocess.run(TEST_CHECK, shell=True, cwd=worktree, capture_output=True).returncode == 0
+    # the leader checked the commit, which has nothing of it: the real test fails
     failure = first_failure(repo)
     assert "command check failed" in failure and "AssertionError" in failure
     assert rows(repo)["t1"]["attempt"] == 2
-    assert at(repo, "test_m1.py") == test and at(repo, "m1.py") == FIXED
-    assert_merged_is_checked(repo, check)
+    assert at(repo, "test_m1.py") == TEST_M1 and at(repo, "m1.py") == FIXED
+    assert "test_m1/" not in sh(repo, "ls-tree", "-r", "--name-only", INTEG)
+    assert_merged_is_checked(repo, TEST_CHECK)
+
+
+def test_a_test_patch_hidden_with_skip_worktree_is_committed_and_refused(
+    repo: Path, agent: Agent, sandbox: SandboxMode, marker: Path
+) -> None:
+    task = with_test(repo)
+    before = baseline(repo)
+    cli = agent({"t1": {"file": "m1.py", "modes": ["skipworktree", "fix"], "test": "test_m1.py"}})
+    outcome = run(repo, [task], cli, sandbox)
+    assert outcome.done, outcome.reason
+    assert_contained(repo, marker, before)
+    worktree = repo / ".tenure/worktrees/r1/t1-1"
+    hidden = subprocess.run(
+        ["git", "ls-files", "-v", "test_m1.py"], cwd=worktree, capture_output=True, text=True
+    )
+    assert hidden.stdout.startswith("S ")  # git in its worktree does not see the patch
+    # the worker commits the files as they are, with an index of its own
+    assert "== 0" in at(repo, "test_m1.py", "tenure/r1/t1/1")
+    failure = first_failure(repo)
+    assert "outside the task's scope" in failure and "test_m1.py" in failure
+    assert at(repo, "test_m1.py") == TEST_M1 and at(repo, "m1.py") == FIXED
+    assert_merged_is_checked(repo, TEST_CHECK)
 
 
 def test_writes_into_the_users_checkout_are_refused_and_undone(

@@ -10,9 +10,10 @@ worktree, that worktree's git metadata and its own home (``executors/sandbox.py`
 ``{worktree}`` and ``{prompt}`` are substituted in the template and also exported as
 ``TENURE_TASK_FILE``, ``TENURE_RESULT_FILE``, ``TENURE_WORKTREE``. Afterwards the
 executor ends whatever the agent left running, and commits whatever it left in the
-worktree itself — also after a failure or a kill — so no attempt's work is lost;
-its git commands there name the worktree's git directories themselves
-(``git.Dirs``), never trusting the worktree's ``.git`` file.
+worktree itself — also after a failure or a kill — so no attempt's work is lost:
+onto the attempt's branch by name, with the repository's own git directory and a
+fresh index (``git.commit_onto``), never trusting the worktree's ``.git`` file,
+``HEAD``, index or config.
 """
 
 from __future__ import annotations
@@ -287,7 +288,7 @@ class AgentCLI:
         if before_commit is not None:
             before_commit()
         if dirs is not None and branch:
-            committed = git.commit_onto(dirs, branch, commit_message)
+            committed = git.commit_onto(dirs.common_dir, worktree, branch, commit_message)
         else:
             committed = git.commit_all(worktree, commit_message, at=dirs)
         if cancelled:

@@ -34,6 +34,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,13 +95,17 @@ class Dirs:
     work_tree: Path
     git_dir: Path
     common_dir: Path
+    index: Path | None = None  # an index of the leader's own instead of the git dir's
 
     def env(self) -> dict[str, str]:
-        return {
+        env = {
             "GIT_DIR": str(self.git_dir),
             "GIT_COMMON_DIR": str(self.common_dir),
             "GIT_WORK_TREE": str(self.work_tree),
         }
+        if self.index is not None:
+            env["GIT_INDEX_FILE"] = str(self.index)
+        return env
 
 
 @functools.cache
@@ -312,20 +317,29 @@ def commit_all(
 
 
 def commit_onto(
-    at: Dirs,
+    repo: Path,
+    work_tree: Path,
     branch: str,
     message: str,
     *,
     author: str = "tenure <tenure@localhost>",
 ) -> bool:
-    """Commit everything in the work tree ``at`` onto ``branch`` — whatever the work
-    tree's ``HEAD`` names (an agent can point it at any branch, ``main`` included) —
-    with the branch's tip as parent; False when there was nothing to commit."""
-    root = at.common_dir
+    """Commit everything in ``work_tree`` onto ``branch`` of ``repo``, with the branch's
+    tip as parent; False when there was nothing to commit.
+
+    Nothing of the work tree's own git state is used: not its ``HEAD`` (an agent can
+    point it at any branch, ``main`` included), not its index (``--skip-worktree``,
+    ``--assume-unchanged`` entries would hide changes), not its ``config.worktree``.
+    The commit is made with the repository's own git directory and a fresh index
+    of the branch's tip, brought up to the files with ``add -A``."""
+    root = common_dir(repo)
     ref = f"refs/heads/{branch}"
     parent = head(root, ref)
-    git(at.work_tree, "add", "-A", at=at)
-    tree = git(at.work_tree, "write-tree", at=at).strip()
+    with tempfile.TemporaryDirectory(prefix="tenure-index-") as scratch:
+        own = Dirs(work_tree.resolve(), root, root, index=Path(scratch) / "index")
+        git(work_tree, "read-tree", parent, at=own)
+        git(work_tree, "add", "-A", at=own)
+        tree = git(work_tree, "write-tree", at=own).strip()
     if tree == git(root, "rev-parse", f"{parent}^{{tree}}").strip():
         return False
     name, _, email = author.partition(" <")

@@ -209,14 +209,10 @@ class IntegrationHook(LeaderHook):
         tree = place.trees.path_for(task.task_id, task.attempt)
         if place.guard is not None:
             place.guard.inspect()
-        if tree.is_dir():
-            try:
-                at = git.dirs_of(place.root, tree)
-            except TenureError:
-                at = None
-            branch = branch_for(place.run_id, task.task_id, task.attempt)
-            if at is not None and git.branch_exists(place.root, branch):
-                git.commit_onto(at, branch, f"tenure: salvage interrupted attempt {task.attempt}")
+        branch = branch_for(place.run_id, task.task_id, task.attempt)
+        if tree.is_dir() and git.branch_exists(place.root, branch):
+            message = f"tenure: salvage interrupted attempt {task.attempt}"
+            git.commit_onto(place.root, tree, branch, message)
         ctx.retry(task, "interrupted", f"attempt {task.attempt} interrupted: the leader process stopped")
         return True
 
