@@ -105,16 +105,6 @@ def open_append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
-def write_new(path: Path, text: str) -> None:
-    """Write ``path`` afresh (replacing a file there), never through a link."""
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_symlink() or not path.is_file():
-            _discard(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-
-
 def _discard(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
