@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -370,3 +372,54 @@ def test_a_worktree_head_pointed_at_main_does_not_get_the_work_committed_there(
     assert "the agent left its branch tenure/r1/t1/1 (the worktree is on main)" in first_failure(repo)
     assert at(repo, "m1.py", "tenure/r1/t1/1") == FIXED  # committed where it belongs
     assert_merged_is_checked(repo, check_of(task))
+
+
+def test_what_the_checks_run_of_the_agents_code_is_watched_too(
+    repo: Path, agent: Agent, sandbox: SandboxMode, marker: Path
+) -> None:
+    """The leader's checks run the agent's code as the leader, outside any sandbox."""
+    before = baseline(repo)
+    cli = agent({"t1": {"file": "m1.py", "modes": ["checkcode", "fix"]}})
+    task = fix_task(1)
+    outcome = run(repo, [task], cli, sandbox)
+    assert outcome.done, outcome.reason
+    assert_contained(repo, marker, before)
+    assert not (repo / "planted-by-check.py").exists()
+    failure = first_failure(repo)
+    assert "containment check failed" in failure
+    assert "added planted-by-check.py in the checkout" in failure
+    assert "added .git/hooks/post-commit" in failure
+    assert rows(repo)["t1"]["attempt"] == 2
+    assert at(repo, "m1.py") == FIXED
+    assert_merged_is_checked(repo, check_of(task))
+
+
+def test_the_users_own_edits_during_a_sandboxed_run_are_left_alone(
+    repo: Path, agent: Agent, sandbox: SandboxMode
+) -> None:
+    """Sandboxed agents cannot reach the checkout, so it is watched only across the
+    leader's checks; unsandboxed, any change there is taken for an agent's."""
+    cli = agent({"t1": {"file": "m1.py", "modes": ["sleep", "fix"], "seconds": 2.0}})
+    log = repo / ".tenure/attempts/r1/t1-1/agent.log"
+
+    def edit() -> None:
+        deadline = time.monotonic() + 30
+        while "mode sleep" not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        (repo / "notes.txt").write_text("the user's own notes\n")
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    try:
+        outcome = run(repo, [fix_task(1)], cli, sandbox)
+    finally:
+        editor.join()
+    assert outcome.done, outcome.reason
+    if sandbox == "off":
+        assert "added notes.txt in the checkout" in first_failure(repo)
+        assert list((repo / ".tenure/attempts/r1/quarantine").rglob("notes.txt"))
+    else:
+        assert rows(repo)["t1"]["attempt"] == 1
+        assert (repo / "notes.txt").read_text() == "the user's own notes\n"

@@ -164,7 +164,8 @@ def test_the_guard_puts_the_users_refs_back(repo: Path, tmp_path: Path) -> None:
     sh(repo, "update-ref", "refs/heads/main", evil)
     sh(repo, "tag", "v1", evil)
     changes = guard.inspect()
-    assert f"moved refs/heads/main from {main[:12]} to {evil[:12]} (put back)" in changes
+    kept = f"{evil[:12]} kept as refs/tenure-quarantine/heads/main"
+    assert f"moved refs/heads/main from {main[:12]} to {evil[:12]} (put back; {kept})" in changes
     assert any(c.startswith("added refs/tags/v1") for c in changes)
     assert sh(repo, "rev-parse", "main").strip() == main
     assert sh(repo, "tag").strip() == ""

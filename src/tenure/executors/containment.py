@@ -11,7 +11,11 @@ metadata, the user's checkout and the run's integration worktree.
 - **the user's checkout**: every file and directory outside ``.git`` and
   ``.tenure``, tracked or not, except what git ignored at the baseline (a
   virtualenv, build output), by ``lstat`` (type, mode, size, mtime, ctime,
-  inode: a process cannot set a ctime back);
+  inode: a process cannot set a ctime back). Refs and checkout are watched
+  throughout when agents run unsandboxed (``continuous``); when they are
+  sandboxed they cannot reach them, and only the leader's checks (which run the
+  agent's code) are watched: ``open()`` re-takes their baseline, ``close()``
+  compares;
 - **the integration worktree**: ``git status --ignored`` (only the leader writes
   there, and it leaves it clean after every step).
 
@@ -177,13 +181,17 @@ class Guard:
         *,
         quarantine: Path,
         integration: Path | None = None,
-        watch_checkout: bool = True,
+        continuous: bool = True,
     ) -> None:
         self.root = root.resolve()
         self.common = git.common_dir(self.root)
         self.quarantine = quarantine
         self.integration = integration
-        self.watch_checkout = watch_checkout
+        # unsandboxed agents can reach the user's refs and checkout at any time: they are
+        # watched throughout; sandboxed ones cannot, so only across the leader's checks
+        # (the agent's code runs there), re-baselined when those start (``open``)
+        self.continuous = continuous
+        self._open = continuous
         self.findings: list[Finding] = []
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -193,12 +201,31 @@ class Guard:
         if excludes.is_absolute():
             self.meta_roots.append(("excludes", excludes))
         self.base_meta = self._meta()
+        self.base_integration = self._integration_status()
+        self._checkout_baseline()
+
+    def _checkout_baseline(self) -> None:
         self.base_head = git.head(self.root) if git.ok(self.root, "rev-parse", "HEAD") else ""
         self.base_clean = self._clean_tracked()
         self.base_refs = self._refs()
-        self.ignored = self._ignored() if watch_checkout else set()
-        self.base_tree = self._tree() if watch_checkout else {}
-        self.base_integration = self._integration_status()
+        self.ignored = self._ignored()
+        self.base_tree = self._tree()
+
+    def open(self) -> None:
+        """The leader's checks start (the agent's code runs in them): from now, the
+        user's refs and checkout are compared too — against now, in a sandboxed run."""
+        with self._lock:
+            if not self.continuous:
+                self._checkout_baseline()
+                self._open = True
+
+    def close(self) -> list[str]:
+        """The checks are done: a full look (its findings recorded), then, in a
+        sandboxed run, the user's refs and checkout are left alone again."""
+        changes = self.inspect()
+        with self._lock:
+            self._open = self.continuous
+        return changes
 
     # --- what the agents may not change ----------------------------------------------
 
@@ -250,7 +277,12 @@ class Guard:
                 git.git(self.root, "update-ref", "-d", name, after)
             else:
                 shown = after[:12] if after else "nothing"
-                changes.append(f"moved {name} from {before[:12]} to {shown} (put back)")
+                kept = ""
+                if after:
+                    kept = "refs/tenure-quarantine/" + name.removeprefix("refs/")
+                    git.git(self.root, "update-ref", kept, after)
+                    kept = f"; {shown} kept as {kept}"
+                changes.append(f"moved {name} from {before[:12]} to {shown} (put back{kept})")
                 git.git(self.root, "update-ref", name, before)
         return changes
 
@@ -301,9 +333,8 @@ class Guard:
         its steps (``integration=False`` elsewhere: a step may be half written)."""
         with self._lock:
             changes = self._fix_meta()
-            if full:
+            if full and self._open:
                 changes += self._fix_refs()
-            if full and self.watch_checkout:
                 changes += self._fix_tree()
             if full and integration:
                 changes += self._fix_integration()

@@ -136,11 +136,15 @@ class IntegrationHook(LeaderHook):
         verdicts.append(_links_verdict(root, base, commit))
         if not all(v.passed for v in verdicts):
             return Review(verdicts=verdicts)
+        if place.guard is not None:
+            place.guard.open()  # the checks run the agent's code: watched from here
         try:
             checkout = git.checkout_exact(
                 root, commit, place.checkouts / f"{task.task_id}-{task.attempt}"
             )
         except (TenureError, OSError) as exc:
+            if place.guard is not None:
+                place.guard.close()
             broken = Verdict("checkout", False, f"cannot check out {commit[:12]}: {exc}")
             return Review(verdicts=[*verdicts, broken])
         key = idempotency_key(task.task_id, task.attempt)
@@ -172,7 +176,7 @@ class IntegrationHook(LeaderHook):
         looks again; on_accept turns what it finds into a rejection."""
         git.drop_checkout(self.place.root, checkout)
         if self.place.guard is not None:
-            self.place.guard.inspect()
+            self.place.guard.close()
 
     def on_accept(self, ctx: LeaderContext, task: Task, verdicts: list[Verdict]) -> bool:
         place = self.place
@@ -323,8 +327,10 @@ class IntegrationHook(LeaderHook):
             place.commit("tenure: status", tasks)
         else:
             tip = git.head(place.int_path)
-            checkout = git.checkout_exact(place.root, tip, place.checkouts / "integration")
             started = place.guard.clock() if place.guard is not None else 0.0
+            if place.guard is not None:
+                place.guard.open()
+            checkout = git.checkout_exact(place.root, tip, place.checkouts / "integration")
             try:
                 for task in (t for t in tasks if t.state == "done"):  # dropped ones do not count
                     for check in task.spec.checks:
@@ -333,7 +339,7 @@ class IntegrationHook(LeaderHook):
             finally:
                 git.drop_checkout(place.root, checkout)
             if place.guard is not None:
-                place.guard.inspect()
+                place.guard.close()
                 changed = place.guard.since(started)
                 if changed:
                     verdicts.append(

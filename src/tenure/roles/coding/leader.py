@@ -217,7 +217,10 @@ class CodingLeader:
         # the baseline of what agents may not change: taken before any agent of this
         # leader runs (a resumed leader takes it afresh: see docs, containment)
         place.guard = Guard(
-            self.root, quarantine=place.attempts / "quarantine", integration=place.int_path
+            self.root,
+            quarantine=place.attempts / "quarantine",
+            integration=place.int_path,
+            continuous=not self.config.agent.sandboxed(),
         )
         return place, IntegrationHook(place)
 
