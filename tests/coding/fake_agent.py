@@ -10,7 +10,9 @@ deadline), die (write half a change, then kill itself), switch (fix, then check 
 another branch), selfcommit (fix and commit it itself, as aider does), quiet (fix, but
 write a report with no Verification section), qa (fix only once the task
 file's Q&A section says "return 1": an answer from the operator), waitfor (wait until
-the file ``spec["path"]`` exists, then fix).
+the file ``spec["path"]`` exists, then fix). Attacks of a hostile agent (hooks,
+fsmonitor, exclude, ignored, checkout, integration, resultlink, symlink, gitfile)
+are in ``evil_agent.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import evil_agent  # run as a script: its folder is on sys.path
 
 
 def main() -> None:
@@ -36,6 +40,8 @@ def main() -> None:
     mode = modes[min(attempt, len(modes)) - 1]
     print(f"fake agent: {task} attempt {attempt} mode {mode} port {os.environ['TENURE_PORT_BASE']}")
     target = Path(spec.get("file", "shared.py"))
+    if evil_agent.attack(mode, spec, target, result_file):
+        return
     report = f"## Changed\n\n{target}\n\n## Verification\n\nran the checks: all pass\n"
     if mode == "fix":
         target.write_text("def value():\n    return 1\n")

@@ -125,6 +125,7 @@ def test_a_killed_run_resumes_from_git_even_without_its_scratch_space(
         "r1",
         "--workers",
         "1",
+        "--no-sandbox",  # in bubblewrap an agent dies with its leader (--die-with-parent)
     ]
     proc = subprocess.Popen(
         argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -53,9 +53,22 @@ def test_a_schema_check_on_the_report_rejects_an_attempt_and_the_verdicts_are_lo
     with open_store(url) as store:
         verdicts = [e.data for e in store.events("code/r1") if e.kind == "verify.verdict"]
     first = [v for v in verdicts if v["key"] == "t1:attempt-1"]
-    assert [(v["check"], v["passed"]) for v in first] == [("branch", True), ("scope", True), ("schema", False)]
+    assert [(v["check"], v["passed"]) for v in first] == [
+        ("containment", True),
+        ("branch", True),
+        ("scope", True),
+        ("links", True),
+        ("schema", False),
+    ]
     second = {v["check"]: v["passed"] for v in verdicts if v["key"] == "t1:attempt-2"}
-    assert second == {"branch": True, "scope": True, "schema": True, "command": True}
+    assert second == {
+        "containment": True,
+        "branch": True,
+        "scope": True,
+        "links": True,
+        "schema": True,
+        "command": True,
+    }
     shown = tenure("decisions", "--store", url, "--team", "code/r1")
     assert shown.returncode == 0, shown.stderr
     assert "schema" in shown.stdout and "command" in shown.stdout and "t1" in shown.stdout

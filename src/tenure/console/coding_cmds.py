@@ -14,6 +14,7 @@ from tenure.console.model_cmds import AllowOption
 from tenure.console.safe import safe_text
 from tenure.executors import git
 from tenure.executors.agent_cli import AGENT_HELP, AgentCLI
+from tenure.executors.sandbox import SandboxMode
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.protocol.secrets import redact_url
@@ -70,9 +71,24 @@ def code(
     ] = DEFAULT_LEASE_TTL,
     allow_model: AllowOption = None,
     pass_names: PassEnvOption = None,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run the agent as a plain process, not in bubblewrap (it can then write "
+            "anywhere you can; the leader only detects changes to .git and your checkout).",
+        ),
+    ] = False,
+    require_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--require-sandbox", help="Refuse to run unless bubblewrap (bwrap) works here."
+        ),
+    ] = False,
 ) -> None:
-    """Run a plan with coding agents: one git worktree per attempt, checks run by the
-    leader in the worktree, accepted branches merged into tenure/RUN/integration in plan
+    """Run a plan with coding agents: one git worktree per attempt (agents sandboxed in
+    bubblewrap where it works), checks run by the leader on a fresh checkout of the
+    attempt's commit, accepted commits merged into tenure/RUN/integration in plan
     order. Files: .tenure/runs/RUN/ on that branch; state: the team code/RUN in the store
     (`tenure status --team code/RUN`, `tenure inbox`, `tenure answer --team code/RUN`).
 
@@ -80,7 +96,10 @@ def code(
     """
     pass_env(pass_names)
     plan = load_plan(plan_path)
-    cli = AgentCLI.from_spec(agent, isolate_home=not share_home)
+    if no_sandbox and require_sandbox:
+        raise fail("--no-sandbox and --require-sandbox contradict each other; pick one")
+    mode: SandboxMode = "off" if no_sandbox else "bwrap" if require_sandbox else "auto"
+    cli = AgentCLI.from_spec(agent, isolate_home=not share_home, sandbox=mode)
     splitter = None
     if allow_model and split_with is None:
         raise fail("--allow-model goes with --split-with (for the parts its model writes)")
@@ -126,6 +145,9 @@ def code(
         f"(epoch {epoch})",
         soft_wrap=True,
     )
+    note = cli.sandbox_note()
+    shown = safe_text(note)
+    out.print(f"[bold red]{shown}[/]" if note.startswith("WARNING") else shown, soft_wrap=True)
     outcome = leader.run()
     for task_id, state in outcome.states.items():
         out.print(f"  {safe_text(f'{task_id:<24}')} {safe_text(state)}", soft_wrap=True)

@@ -3,11 +3,18 @@
 The agent runs with the attempt's worktree as its working directory, stdin from
 ``/dev/null``, in its own session (so the deadline kills its whole process group),
 with its own home/config directory per attempt, and its stdout+stderr streamed to a
-log file per attempt. Placeholders ``{task_file}``, ``{result_file}``,
-``{worktree}`` and ``{prompt}`` are substituted in the template and also exported as
+log file per attempt. Where bubblewrap works (``sandbox="auto"``, the default, or
+``"bwrap"`` to require it) the agent runs in a sandbox that lets it write only its
+worktree, that worktree's git metadata and its own home (``executors/sandbox.py``);
+``sandbox="off"`` (``tenure code --no-sandbox``) runs it as a plain process.
+Placeholders ``{task_file}``, ``{result_file}``, ``{worktree}`` and ``{prompt}`` are
+substituted in the template and also exported as
 ``TENURE_TASK_FILE``, ``TENURE_RESULT_FILE``, ``TENURE_WORKTREE``. Afterwards the
-executor commits whatever the agent left in the worktree itself — also after a
-failure or a kill — so no attempt's work is lost.
+executor ends whatever the agent left running, and commits whatever it left in the
+worktree itself — also after a failure or a kill — so no attempt's work is lost:
+onto the attempt's branch by name, with the repository's own git directory and a
+fresh index (``git.commit_onto``), never trusting the worktree's ``.git`` file,
+``HEAD``, index or config.
 
 The agent gets the allowlisted environment (``executors.environment``) and, of the
 model keys, only its preset's (``PRESET_KEYS``: ``ANTHROPIC_API_KEY`` for claude,
@@ -17,6 +24,7 @@ model keys, only its preset's (``PRESET_KEYS``: ``ANTHROPIC_API_KEY`` for claude
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -24,14 +32,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from tenure.executors import git
+from tenure.executors.containment import UnsafeFile, open_append, read_beneath
 from tenure.executors.environment import child_env
 from tenure.executors.process_group import kill_group
+from tenure.executors.sandbox import SANDBOX_MODES, Layout, SandboxMode, bwrap_problem
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.private import private_dir
 
@@ -114,6 +123,7 @@ class AgentRun:
     log: Path
     committed: bool
     reason: str = ""
+    sandboxed: bool = False
 
 
 @dataclass
@@ -128,20 +138,51 @@ class AgentCLI:
     env: dict[str, str] = field(default_factory=dict)
     grace_seconds: float = 2.0
     pass_env: tuple[str, ...] = ()
+    # "auto": in bubblewrap where it works, else unsandboxed (and said so); "bwrap":
+    # refuse to run without it; "off": never (``tenure code --no-sandbox``)
+    sandbox: SandboxMode = "auto"
 
     @classmethod
-    def from_spec(cls, spec: str, *, isolate_home: bool = True) -> AgentCLI:
+    def from_spec(
+        cls, spec: str, *, isolate_home: bool = True, sandbox: SandboxMode = "auto"
+    ) -> AgentCLI:
         if spec in PRESETS:
             template, var = PRESETS[spec]
-            return cls(spec, list(template), var, isolate_home, pass_env=PRESET_KEYS[spec])
+            return cls(
+                spec, list(template), var, isolate_home, pass_env=PRESET_KEYS[spec], sandbox=sandbox
+            )
         kind, _, rest = spec.partition(":")
         if kind in ("script", "command") and rest.strip():
             try:
                 argv = shlex.split(rest)
             except ValueError as exc:
                 raise ConfigError(f"--agent {spec!r}: {exc}") from None
-            return cls("script", argv, None, isolate_home)
+            return cls("script", argv, None, isolate_home, sandbox=sandbox)
         raise ConfigError(f"--agent must be one of {AGENT_HELP}; got {spec!r}")
+
+    def sandboxed(self) -> bool:
+        """Whether the agent runs in bubblewrap (``ConfigError`` if it must and cannot)."""
+        if self.sandbox not in SANDBOX_MODES:
+            raise ConfigError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}; got {self.sandbox!r}")
+        if self.sandbox == "off":
+            return False
+        problem = bwrap_problem()
+        if problem is not None and self.sandbox == "bwrap":
+            raise ConfigError(
+                f"the agent must run in a sandbox, but {problem}; install bubblewrap "
+                "(apt-get install bubblewrap), or pass --no-sandbox to run it unsandboxed"
+            )
+        return problem is None
+
+    def sandbox_note(self) -> str:
+        """One line for the run's output: how the agent is contained."""
+        if self.sandboxed():
+            return "agents run in a bubblewrap sandbox (they may write only their worktree and home)"
+        why = "--no-sandbox" if self.sandbox == "off" else (bwrap_problem() or "")
+        return (
+            f"WARNING: agents run UNSANDBOXED ({why}): they can write anywhere you can; "
+            "the leader only detects and undoes changes to .git and your checkout"
+        )
 
     def check_installed(self) -> None:
         """Refuse an agent whose program is not on PATH, naming it and how to fix it."""
@@ -168,10 +209,21 @@ class AgentCLI:
         extra_env: Mapping[str, str],
         commit_message: str,
         cancel: threading.Event | None = None,
+        dirs: git.Dirs | None = None,
+        branch: str | None = None,
+        protect: Sequence[Path] = (),
+        before_commit: Callable[[], object] | None = None,
     ) -> AgentRun:
+        """Run the agent once in ``worktree``; ``dirs``: the worktree's git directories
+        (its own writable in the sandbox); ``branch``: the attempt's branch, where what
+        the agent left is committed whatever its ``HEAD`` says; ``protect``: directories
+        put back read-only over a shared home (the repository, its git directory);
+        ``before_commit``: called once the agent is gone, before anything is committed
+        (the leader's guard undoes what the agent may not change)."""
         private_dir(attempt_dir)  # its log and the agent's own home (its login) stay ours
         home = private_dir(attempt_dir / "home")
         log = attempt_dir / "agent.log"
+        sandboxed = self.sandboxed()
         values = {
             "task_file": str(task_file),
             "result_file": str(result_file),
@@ -197,14 +249,27 @@ class AgentCLI:
                 env[self.config_var] = str(home / self.name)
             else:
                 env["HOME"] = str(home)
+        if sandboxed:
+            (home / "tmp").mkdir(exist_ok=True)
+            env["TMPDIR"] = str(home / "tmp")  # /tmp is read-only in the sandbox
+            writable = [home, worktree] + ([dirs.git_dir] if dirs is not None else [])
+            shared = None if self.isolate_home else Path(os.environ.get("HOME", str(Path.home())))
+            layout = Layout(worktree, writable, protect=protect, shared_home=shared)
+            command = layout.argv(argv)
+        else:
+            command = argv
         started = time.monotonic()
         timed_out = False
-        with _private_log(log) as sink:
+        with os.fdopen(open_append(log), "ab") as sink:
             sink.write(f"$ {shlex.join(argv)}\n".encode())
+            if sandboxed:
+                sink.write(f"[tenure] in a sandbox: {shlex.join(command[: -len(argv)])}\n".encode())
+            else:
+                sink.write(f"[tenure] {self.sandbox_note()}\n".encode())
             sink.flush()
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    command,
                     cwd=worktree,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -217,7 +282,7 @@ class AgentCLI:
                 sink.write(f"{reason}\n".encode())
                 return AgentRun(None, False, 0.0, log, False, reason)
             pid_file = attempt_dir / AGENT_PID_FILE
-            pid_file.write_text(f"{proc.pid}\n")  # so a resumed leader can end an orphan
+            _write_pid(pid_file, proc.pid)  # so a resumed leader can end an orphan
             code: int | None = None
             cancelled = False
             while code is None:
@@ -237,18 +302,27 @@ class AgentCLI:
                     code = proc.wait(timeout=min(left, 0.1 if cancel is not None else left))
                 except subprocess.TimeoutExpired:
                     continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # what it left running in its group
         seconds = time.monotonic() - started
         pid_file.unlink(missing_ok=True)
-        committed = git.commit_all(worktree, commit_message)
+        if before_commit is not None:
+            before_commit()
+        if dirs is not None and branch:
+            committed = git.commit_onto(dirs.common_dir, worktree, branch, commit_message)
+        else:
+            committed = git.commit_all(worktree, commit_message, at=dirs)
         if cancelled:
             reason = "cancelled by the leader; process group killed"
         elif timed_out:
             reason = f"agent exceeded its deadline of {deadline_seconds:g}s; process group killed"
         elif code != 0:
             reason = f"agent exited with status {code}"
+            if sandboxed and code is not None and 128 < code < 160:
+                reason += f" (in the sandbox: killed by signal {code - 128})"
         else:
             reason = ""
-        return AgentRun(code, timed_out, seconds, log, committed, reason)
+        return AgentRun(code, timed_out, seconds, log, committed, reason, sandboxed)
 
 
 def kill_orphan(attempt_dir: Path) -> int | None:
@@ -256,8 +330,11 @@ def kill_orphan(attempt_dir: Path) -> int | None:
     in ``attempt_dir/agent.pid``); return the pid when one was killed."""
     pid_file = attempt_dir / AGENT_PID_FILE
     try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
+        pid = int(read_beneath(attempt_dir, AGENT_PID_FILE, 64).strip())
+    except (OSError, ValueError, UnsafeFile):
+        return None
+    if not _an_agent(pid):
+        pid_file.unlink(missing_ok=True)
         return None
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -272,15 +349,29 @@ def kill_orphan(attempt_dir: Path) -> int | None:
             break
         time.sleep(0.05)
     pid_file.unlink(missing_ok=True)
-    with (attempt_dir / "agent.log").open("a") as log:
+    with contextlib.suppress(OSError), os.fdopen(open_append(attempt_dir / "agent.log"), "a") as log:
         log.write("\n[tenure] agent left running by a stopped leader; process group killed\n")
     return pid
 
 
-def _private_log(path: Path) -> BinaryIO:
-    """The attempt's log, appended to, readable by this user only."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    return os.fdopen(fd, "ab")
+def _an_agent(pid: int) -> bool:
+    """Whether ``pid`` is an agent Tenure started (its environment names its worktree),
+    so a pid file never makes the leader kill anything else; True where /proc is not."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()
+    except OSError:
+        return False
+    return b"TENURE_WORKTREE=" in environ
+
+
+def _write_pid(path: Path, pid: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{pid}\n")
 
 
 class _Values(dict[str, str]):

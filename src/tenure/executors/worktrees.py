@@ -22,10 +22,12 @@ TENURE_DIR = ".tenure"
 PORT_FIRST = 20000
 PORT_BLOCK = 10
 # scratch space that must never be committed: worktrees, per-attempt logs and homes,
-# and the report an agent writes into its worktree for the leader to pick up
+# the leader's fresh checkouts for its checks, and the report an agent writes into
+# its worktree for the leader to pick up
 EXCLUDED = (
     f"/{TENURE_DIR}/worktrees/",
     f"/{TENURE_DIR}/attempts/",
+    f"/{TENURE_DIR}/checkouts/",
     f"/{TENURE_DIR}/result-*.md",
     f"/{TENURE_DIR}/state.db*",
 )
@@ -42,6 +44,7 @@ class Worktree:
     base: str  # the commit it started from
     port_base: int
     db_name: str
+    dirs: git.Dirs  # its git directories, as the leader found them when it made it
 
     def env(self) -> dict[str, str]:
         return {
@@ -55,10 +58,7 @@ class Worktree:
 
 def exclude_tenure_dir(repo: Path) -> None:
     """Keep worktrees, logs, agent homes and agent reports out of ``git status``."""
-    common = Path(git.git(repo, "rev-parse", "--git-common-dir").strip())
-    if not common.is_absolute():
-        common = (repo / common).resolve()
-    exclude = common / "info" / "exclude"
+    exclude = git.common_dir(repo) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = exclude.read_text().splitlines() if exclude.exists() else []
     wanted = [p for p in EXCLUDED if p not in lines]
@@ -77,6 +77,7 @@ class Worktrees:
         self.run = run
         self.port_first = port_first
         self.root = repo / TENURE_DIR / "worktrees" / run
+        self.checkouts = repo / TENURE_DIR / "checkouts" / run  # the leader's, for its checks
 
     def branch_for(self, task: str, attempt: int) -> str:
         return f"tenure/{self.run}/{task}/{attempt}"
@@ -99,6 +100,7 @@ class Worktrees:
             base=base_commit,
             port_base=self.port_first + slot * PORT_BLOCK,
             db_name=db_name(self.run, task, attempt),
+            dirs=git.dirs_of(self.repo, path),
         )
 
 

@@ -59,13 +59,14 @@ def preflight(config: CodingConfig) -> Path:
         check_task_id(config.run_id, "run")
     integration = f"tenure/{config.run_id}/integration" if config.run_id else ""
     resuming = bool(integration) and git.branch_exists(root, integration)
+    exclude_tenure_dir(root)  # before the guard's baseline; a no-op once done
     if not resuming:
-        exclude_tenure_dir(root)
         git.require_clean(root)
         if not git.ok(root, "rev-parse", "--verify", "HEAD"):
             raise ConfigError(f"{root} has no commit yet; commit something first")
     if config.check_installed:
         config.agent.check_installed()
+    config.agent.sandboxed()  # refuses a sandbox that is required and missing
     if config.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {config.workers}")
     if config.lease_ttl <= 0:

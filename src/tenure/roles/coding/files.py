@@ -149,7 +149,7 @@ class RunFolder:
             "",
             *([f"- `{s}`" for s in task.scope] or ["- (the whole repository except .tenure/)"]),
             "",
-            "## Acceptance (the leader runs these in your worktree; your word is not enough)",
+            "## Acceptance (the leader runs these on a fresh checkout of your commit; your word is not enough)",
             "",
             *[f"- `{c}`" for c in checks],
             *[f"- {c}" for c in task.acceptance_criteria],

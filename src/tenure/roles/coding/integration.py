@@ -7,29 +7,34 @@ run is:
 
 - ``on_dispatch``: the task file is written and the dispatch committed before
   the attempt goes out; the envelope names the commit it starts from;
-- ``before_review``: the agent stayed on its branch and changed only files in the
-  task's scope (verdicts of their own); command checks run in the attempt's
-  worktree;
-- ``on_accept``: an accepted attempt waits (``review``) to be merged in plan order;
+- ``before_review``: nothing the agent may not change was changed (``containment``,
+  see ``executors/containment.py``), the agent stayed on its branch, the commit at
+  the branch's tip changed only files in the task's scope and adds no symbolic
+  link leading out of the repository (verdicts of their own); command checks run
+  on a fresh checkout of exactly that commit, removed afterwards;
+- ``on_accept``: nothing was changed during the checks either; the accepted commit
+  waits (``review``) to be merged, as it is, in plan order;
 - ``on_tick``: the files follow the register (``projection``), accepted branches
   are merged in plan order (a conflict is a new attempt on top of the
   integration branch), a replan request is applied once nothing runs;
 - ``on_takeover``: an attempt its dead leader process left running is
   interrupted: its agent killed, what it left committed, a new attempt;
 - ``on_exhausted``: a task out of attempts goes to the operator;
-- ``on_settled``: the final checks of every task, together on the integration
-  branch.
+- ``on_settled``: the final checks of every task, together, on a fresh checkout of
+  the integration branch's tip.
 """
 
 from __future__ import annotations
 
+import posixpath
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from tenure.executors import git
 from tenure.executors.agent_cli import kill_orphan
-from tenure.protocol import CommandCheck, TaskResult
+from tenure.protocol import CommandCheck, TaskResult, idempotency_key
 from tenure.protocol.envelope import PriorAttempt
 from tenure.protocol.errors import Conflict, TenureError
 from tenure.protocol.taskspec import AttemptData
@@ -42,9 +47,12 @@ from tenure.roles.coding.run import RunPlace
 from tenure.roles.coding.scope import in_scope
 from tenure.roles.leader import GO, HOLD, Admission, Dispatch, LeaderContext, LeaderHook, Review
 from tenure.roles.register import Task
-from tenure.verify import Verdict, check_command
+from tenure.verify import Verdict, check_command, verdict_event
+from tenure.verify.decisions import VERDICT_EVENT
 
 __all__ = ["IntegrationHook"]
+
+FULL_LOOK_SECONDS = 1.0  # on_tick: git metadata every round, the checkouts at most this often
 
 
 class IntegrationHook(LeaderHook):
@@ -55,6 +63,9 @@ class IntegrationHook(LeaderHook):
         self.frozen = False  # a replan request is pending: nothing new is dispatched
         self.cancelled_for: ReplanRequest | None = None
         self.outcome: CodingOutcome | None = None
+        self.started: dict[str, float] = {}  # attempt key -> when this leader sent it
+        self.checking: dict[str, str] = {}  # attempt key -> the commit its checks ran on
+        self.looked = 0.0  # the last full look of the guard in on_tick
 
     # --- dispatch ---------------------------------------------------------------------
 
@@ -85,6 +96,8 @@ class IntegrationHook(LeaderHook):
         )
         base = git.head(place.int_path)
         dispatch.input["base"] = base
+        if place.guard is not None:
+            self.started[idempotency_key(task.task_id, attempt)] = place.guard.clock()
         dispatch.data = noted(data, base=base)
         place.event(
             "dispatched", task_id=task.task_id, attempt=attempt, worker=dispatch.worker, branch=branch
@@ -96,25 +109,86 @@ class IntegrationHook(LeaderHook):
         if task.data.coding_state == ACCEPTED:
             return Review(decided=True)  # accepted by an earlier leader: it waits to merge
         place = self.place
+        root = place.root
         tree = place.trees.path_for(task.task_id, task.attempt)
         branch = branch_for(place.run_id, task.task_id, task.attempt)
+        contained = self._contained(task)
+        if not contained.passed:
+            return Review(verdicts=[contained])
         if not tree.is_dir():
             missing = Verdict("branch", False, f"the attempt's worktree {tree} is gone")
             return Review(verdicts=[missing])
-        on = git.current_branch(tree)
+        if not git.branch_exists(root, branch):
+            return Review(verdicts=[Verdict("branch", False, f"the attempt's branch {branch} is gone")])
+        try:
+            on = git.current_branch(tree, at=git.dirs_of(root, tree))
+        except TenureError as exc:
+            on = f"(unreadable: {first_line(str(exc))})"
         if on != branch:  # what is checked and what is merged must be the same commit
             left = Verdict("branch", False, f"the agent left its branch {branch} (the worktree is on {on})")
             return Review(verdicts=[left])
+        commit = git.head(root, f"refs/heads/{branch}")
         base = CodingNotes.of(task.data).base or git.git(
-            place.root, "merge-base", place.integration, branch
+            root, "merge-base", place.integration, commit
         ).strip()
-        stayed = Verdict("branch", True, f"the change is on its branch {branch}")
-        return Review(verdicts=[stayed, _scope_verdict(task, tree, base, branch)], workdir=tree)
+        stayed = Verdict("branch", True, f"the change is {commit[:12]}, the tip of its branch {branch}")
+        verdicts = [contained, stayed, _scope_verdict(task, root, base, commit)]
+        verdicts.append(_links_verdict(root, base, commit))
+        if not all(v.passed for v in verdicts):
+            return Review(verdicts=verdicts)
+        if place.guard is not None:
+            place.guard.open()  # the checks run the agent's code: watched from here
+        try:
+            checkout = git.checkout_exact(
+                root, commit, place.checkouts / f"{task.task_id}-{task.attempt}"
+            )
+        except (TenureError, OSError) as exc:
+            if place.guard is not None:
+                place.guard.close()
+            broken = Verdict("checkout", False, f"cannot check out {commit[:12]}: {exc}")
+            return Review(verdicts=[*verdicts, broken])
+        key = idempotency_key(task.task_id, task.attempt)
+        self.checking[key] = commit
+        return Review(verdicts=verdicts, workdir=checkout, after=[lambda: self._after(checkout)])
+
+    def _contained(self, task: Task) -> Verdict:
+        """Nothing an agent may not change was changed while this attempt ran (its
+        changes are undone already; every attempt running then is rejected)."""
+        guard = self.place.guard
+        if guard is None:
+            return Verdict("containment", True, "not watched")
+        guard.inspect()
+        key = idempotency_key(task.task_id, task.attempt)
+        found = guard.since(self.started.get(key, guard.started))
+        if not found:
+            return Verdict("containment", True, "nothing outside the attempt's worktree changed")
+        shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+        return Verdict(
+            "containment",
+            False,
+            "changed what an agent may not change while this attempt ran: "
+            f"{shown} (undone by the leader; anything moved away is in {guard.quarantine})",
+            {"changes": found[:50]},
+        )
+
+    def _after(self, checkout: Path) -> None:
+        """The checks ran (the agent's code with them): the checkout goes, and the guard
+        looks again; on_accept turns what it finds into a rejection."""
+        git.drop_checkout(self.place.root, checkout)
+        if self.place.guard is not None:
+            self.place.guard.close()
 
     def on_accept(self, ctx: LeaderContext, task: Task, verdicts: list[Verdict]) -> bool:
         place = self.place
+        key = idempotency_key(task.task_id, task.attempt)
+        contained = self._contained(task)
+        if not contained.passed:
+            ctx.event(VERDICT_EVENT, verdict_event(contained, task_id=task.task_id, key=key))
+            ctx.retry(task, "rejected", f"containment check failed: {contained.reason}")
+            return True
         result = TaskResult.model_validate(task.result)
-        data = noted(task.data, reported=task.attempt).with_(coding_state=ACCEPTED)
+        checked = self.checking.pop(key, "")
+        data = noted(task.data, reported=task.attempt, checked=checked).with_(coding_state=ACCEPTED)
         task = ctx.register.move(task, "review", data=data)
         write_report(place, task.task_id, task.attempt, result, [_line(v) for v in verdicts])
         place.commit(f"tenure: {task.task_id} attempt {task.attempt} accepted")
@@ -137,14 +211,24 @@ class IntegrationHook(LeaderHook):
         place = self.place
         kill_orphan(place.attempts / f"{task.task_id}-{task.attempt}")
         tree = place.trees.path_for(task.task_id, task.attempt)
-        if tree.is_dir():
-            git.commit_all(tree, f"tenure: salvage interrupted attempt {task.attempt}")
+        if place.guard is not None:
+            place.guard.inspect()
+        branch = branch_for(place.run_id, task.task_id, task.attempt)
+        if tree.is_dir() and git.branch_exists(place.root, branch):
+            message = f"tenure: salvage interrupted attempt {task.attempt}"
+            git.commit_onto(place.root, tree, branch, message)
         ctx.retry(task, "interrupted", f"attempt {task.attempt} interrupted: the leader process stopped")
         return True
 
     # --- every round ------------------------------------------------------------------
 
     def on_tick(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+        guard = self.place.guard
+        if guard is not None:  # undo at once what an agent changed; its review rejects it
+            full = time.monotonic() - self.looked >= FULL_LOOK_SECONDS
+            if full:
+                self.looked = time.monotonic()
+            guard.inspect(full=full)
         acted = project(self.place, tasks)
         if acted:
             tasks = ctx.tasks()
@@ -168,9 +252,16 @@ class IntegrationHook(LeaderHook):
     def _merge(self, ctx: LeaderContext, task: Task) -> None:
         place = self.place
         branch = branch_for(place.run_id, task.task_id, task.attempt)
+        if place.guard is not None:
+            place.guard.inspect()
+        # the commit the checks passed on, whatever the branch says now
+        commit = CodingNotes.of(task.data).checked or branch
         epoch = place.fence()
         merged, report = git.merge(
-            place.int_path, branch, f"tenure: merge {task.task_id} ({branch})\n\nTenure-Epoch: {epoch}"
+            place.int_path,
+            commit,
+            f"tenure: merge {task.task_id} ({branch})\n\nTenure-Epoch: {epoch}",
+            name=branch,
         )
         if not merged:
             text = f"{report}\nRedo the task on top of the integration branch; do not pick a side blindly."
@@ -235,14 +326,34 @@ class IntegrationHook(LeaderHook):
             done, reason = False, f"not merged: {', '.join(waiting)} (see status.yml and inbox.md)"
             place.commit("tenure: status", tasks)
         else:
-            for task in (t for t in tasks if t.state == "done"):  # dropped ones do not count
-                for check in task.spec.checks:
-                    if isinstance(check, CommandCheck):
-                        verdicts.append(check_command(check, place.int_path))
+            tip = git.head(place.int_path)
+            started = place.guard.clock() if place.guard is not None else 0.0
+            if place.guard is not None:
+                place.guard.open()
+            checkout = git.checkout_exact(place.root, tip, place.checkouts / "integration")
+            try:
+                for task in (t for t in tasks if t.state == "done"):  # dropped ones do not count
+                    for check in task.spec.checks:
+                        if isinstance(check, CommandCheck):
+                            verdicts.append(check_command(check, checkout))
+            finally:
+                git.drop_checkout(place.root, checkout)
+            if place.guard is not None:
+                place.guard.close()
+                changed = place.guard.since(started)
+                if changed:
+                    verdicts.append(
+                        Verdict(
+                            "containment",
+                            False,
+                            "the final checks changed what they may not: " + "; ".join(changed[:6]),
+                        )
+                    )
             failed = [v for v in verdicts if not v.passed]
             done = not failed
             reason = (
-                "every task merged and all checks pass together on the integration branch"
+                f"every task merged and all checks pass together on the integration branch "
+                f"({tip[:12]}, checked on a fresh checkout)"
                 if done
                 else "integration checks failed: " + failed[0].reason
             )
@@ -276,8 +387,8 @@ def _cancel_attempt(ctx: LeaderContext, task: Task, why: str) -> None:
         return
 
 
-def _scope_verdict(task: Task, tree: Path, base: str, branch: str) -> Verdict:
-    changed = git.changed_files(tree, base, branch)
+def _scope_verdict(task: Task, root: Path, base: str, commit: str) -> Verdict:
+    changed = git.changed_files(root, base, commit)
     scope = list(task.spec.scope)
     outside = [p for p in changed if not in_scope(p, scope)]
     if outside:
@@ -290,6 +401,58 @@ def _scope_verdict(task: Task, tree: Path, base: str, branch: str) -> Verdict:
     if not changed:
         return Verdict("scope", True, "the agent changed nothing")
     return Verdict("scope", True, f"{len(changed)} file(s) changed, all in scope")
+
+
+def _links_verdict(root: Path, base: str, commit: str) -> Verdict:
+    """No symbolic link the change adds or alters leads out of the repository (or into
+    its ``.git``), followed through the commit's own links as a checkout would."""
+    entries = git.tree_entries(root, commit)
+    links = {p: e.oid for p, e in entries.items() if e.mode == git.LINK_MODE}
+    changed = [p for p in git.changed_files(root, base, commit) if p in links]
+    if not changed:
+        return Verdict("links", True, "no symbolic link added or changed")
+    contents = git.blobs(root, list(links.values()))
+    targets = {p: contents[o].decode(errors="surrogateescape") for p, o in links.items()}
+    leaving = [f"{p} -> {targets[p]}" for p in changed if _leaves(p, targets)]
+    if leaving:
+        return Verdict(
+            "links",
+            False,
+            "the change adds symbolic links that lead out of the repository: " + ", ".join(leaving),
+            {"links": leaving},
+        )
+    return Verdict("links", True, f"{len(changed)} symbolic link(s), all inside the repository")
+
+
+def _leaves(link: str, targets: dict[str, str]) -> bool:
+    """Whether ``link`` resolves outside the tree (absolute, above its top, through too
+    many links) or into ``.git``, following the tree's links on the way."""
+    resolved = link.split("/")[:-1]
+    pending = targets[link].split("/")
+    if targets[link].startswith("/"):
+        return True
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return True
+            resolved.pop()
+            continue
+        resolved.append(part)
+        here = posixpath.join(*resolved)
+        if resolved[0] == ".git":
+            return True
+        if here in targets:
+            hops += 1
+            target = targets[here]
+            if hops > 40 or target.startswith("/"):
+                return True
+            resolved.pop()
+            pending = target.split("/") + pending
+    return False
 
 
 def _line(verdict: Verdict) -> str:

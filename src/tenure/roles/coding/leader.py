@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tenure.coord import LeaseKeeper, LeaseTiming, Renewer
 from tenure.executors import git
+from tenure.executors.containment import Guard
 from tenure.protocol.codec import load_plan
 from tenure.protocol.errors import ConfigError, TenureError
 from tenure.protocol.private import private_dir
@@ -110,7 +111,7 @@ class CodingLeader:
         pid_file = place.attempts / PID_FILE
         private_dir(pid_file.parent)
         pid_file.write_text(f"{os.getpid()}\n")
-        followers, threads, followers_stop = self._workers(lead.store)
+        followers, threads, followers_stop = self._workers(lead.store, place)
         candidate = Candidate(
             lead.store,
             LeaderConfig(
@@ -161,7 +162,9 @@ class CodingLeader:
             return CodingOutcome(*args, f"stopped: {why}")
         return CodingOutcome(*args, "stopped; resume with the same run id")
 
-    def _workers(self, store: Store) -> tuple[list[Follower], list[threading.Thread], threading.Event]:
+    def _workers(
+        self, store: Store, place: RunPlace
+    ) -> tuple[list[Follower], list[threading.Thread], threading.Event]:
         stop = threading.Event()
         followers = [
             Follower(
@@ -173,7 +176,14 @@ class CodingLeader:
                     visibility_timeout=60.0,
                     checkin_interval=30.0,
                 ),
-                WorktreeAgent(self.root, self.run_id, self.config.agent, slot, self.config.port_first),
+                WorktreeAgent(
+                    self.root,
+                    self.run_id,
+                    self.config.agent,
+                    slot,
+                    self.config.port_first,
+                    guard=place.guard,
+                ),
             )
             for slot in range(self.config.workers)
         ]
@@ -205,6 +215,14 @@ class CodingLeader:
             self._resume(place)
         else:
             self._start(place)
+        # the baseline of what agents may not change: taken before any agent of this
+        # leader runs (a resumed leader takes it afresh: see docs, containment)
+        place.guard = Guard(
+            self.root,
+            quarantine=place.attempts / "quarantine",
+            integration=place.int_path,
+            continuous=not self.config.agent.sandboxed(),
+        )
         return place, IntegrationHook(place)
 
     def _start(self, place: RunPlace) -> None:
@@ -214,6 +232,7 @@ class CodingLeader:
         place.folder.write_plan(place.plan)
         for warning in overlapping_scopes(place.plan):
             place.folder.append_changelog(f"warning: {warning}")
+        place.folder.append_changelog(self.config.agent.sandbox_note())
         register_plan(place.register, place.plan, {t.task_id for t in place.register.tasks()})
         place.commit(f"tenure: start {self.run_id}")
         place.event("started", tasks=len(place.plan.tasks), holder=holder_id())
@@ -235,6 +254,7 @@ class CodingLeader:
         note = "; the store had lost it: register rebuilt from status.yml" if rebuilt else ""
         epoch = place.epoch()
         place.folder.append_changelog(f"run resumed from status.yml (epoch {epoch}){note}")
+        place.folder.append_changelog(self.config.agent.sandbox_note())
         place.commit("tenure: resume run")
         kind = "rebuilt" if rebuilt else "resumed"
         place.event(kind, tasks=len(rows), source="status.yml", holder=holder_id())

@@ -54,6 +54,7 @@ class CodingNotes(BaseModel):
     base: str = ""  # the integration commit the last attempt started from
     started_at: str = ""
     merged_branch: str = ""
+    checked: str = ""  # the commit the leader's checks passed on: what is merged
     noted: int = 0  # history entries written into the task file
     reported: int = 0  # the last attempt whose report is in results/TASK.md
     dispatched: int = 0  # the last attempt whose dispatch is committed

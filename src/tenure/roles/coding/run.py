@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.executors import git
+from tenure.executors.containment import Guard
 from tenure.executors.worktrees import Worktrees
 from tenure.protocol import Plan
 from tenure.protocol.errors import LeaseLost
@@ -39,12 +40,14 @@ class RunPlace:
     port_first: int = 20000
     tip: str | None = None  # the integration commit this leader made last
     rows: dict[str, StatusRow] = field(default_factory=dict)  # status.yml as last written
+    guard: Guard | None = None  # what agents may not change (set once the run is open)
 
     def __post_init__(self) -> None:
         self.team = team_for(self.run_id)
         self.integration = f"tenure/{self.run_id}/integration"
         self.trees = Worktrees(self.root, self.run_id, port_first=self.port_first)
         self.int_path = self.trees.root / "integration"
+        self.checkouts = self.trees.checkouts  # the leader's fresh checkouts for its checks
         self.folder = RunFolder(self.int_path, self.run_id)
         self.attempts = attempts_dir(self.root, self.run_id)
         self.register = Register(self.store, self.team, self.epoch)

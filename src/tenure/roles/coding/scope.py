@@ -34,7 +34,7 @@ def check_tasks(root: Path, plan: Plan) -> None:
             raise ProtocolError(
                 f"tasks[{index}].checks",
                 f"at least one command check for {task.id!r}: the leader accepts a coding "
-                "task only on commands it runs itself in the worktree",
+                "task only on commands it runs itself, on a fresh checkout of the change",
             )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from tenure.executors import TaskContext, failed, make_result
 from tenure.executors.agent_cli import AgentCLI
+from tenure.executors.containment import Guard, UnsafeFile, read_beneath
 from tenure.executors.worktrees import TENURE_DIR, Worktrees
 from tenure.protocol import TaskEnvelope, TaskResult, TenureError
 
@@ -43,6 +44,7 @@ class WorktreeAgent:
     agent: AgentCLI
     slot: int
     port_first: int = 20000
+    guard: Guard | None = None  # undoes what the agent may not change, before any commit
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
         base = str(envelope.input.get("base", ""))
@@ -69,27 +71,37 @@ class WorktreeAgent:
             },
             commit_message=f"tenure: {envelope.task_id} attempt {envelope.attempt} ({self.agent.name})",
             cancel=ctx.cancelled,
+            dirs=tree.dirs,
+            branch=tree.branch,
+            protect=[self.root, tree.dirs.common_dir],
+            before_commit=self.guard.after_agent if self.guard is not None else None,
         )
+        report, refused = self._read(report_path, REPORT_LIMIT)
         artifact: dict[str, Any] = {
             "branch": tree.branch,
             "base": tree.base,
-            "report": _read(report_path)[:REPORT_LIMIT],
+            "report": report,
             "agent": {
                 "exit_code": run.exit_code,
                 "seconds": round(run.seconds, 3),
                 "log": str(run.log),
                 "committed": run.committed,
+                "sandboxed": run.sandboxed,
             },
         }
-        if run.reason:
-            tail = _read(run.log)[-LOG_TAIL:]
-            result = failed(envelope, run.reason, output=tail or run.reason)
+        reason = run.reason or refused
+        if reason:
+            tail = self._read(run.log, 1 << 20)[0][-LOG_TAIL:]
+            result = failed(envelope, reason, output=tail or reason)
             return result.model_copy(update={"artifact": artifact})
         return make_result(envelope, "completed", artifact=artifact)
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+    def _read(self, path: Path, limit: int) -> tuple[str, str]:
+        """A file an agent could have replaced, read without following links: its text,
+        and why it was refused ("" when it was read, or is missing)."""
+        try:
+            return read_beneath(self.root, path.relative_to(self.root), limit), ""
+        except UnsafeFile as exc:
+            return "", f"refused the report file: {exc}"
+        except (OSError, ValueError):
+            return "", ""

@@ -89,13 +89,16 @@ class Review:
     ``verdicts`` are the hook's own checks, applied before the ladder (a failing one
     rejects the result); ``workdir`` is where the ladder's command checks run;
     ``quorum`` and ``from_rung`` give the quorum rung its outcome. ``decided``: the
-    hook settled the result itself (e.g. sent it to a person); nothing more runs."""
+    hook settled the result itself (e.g. sent it to a person); nothing more runs.
+    ``after``: called once the ladder ran, whatever its outcome, before the result
+    is accepted or retried (e.g. to remove a scratch checkout made for the checks)."""
 
     verdicts: list[Verdict] = field(default_factory=list)
     workdir: Path | None = None
     quorum: Callable[[QuorumCheck], Verdict] | None = None
     from_rung: str | None = None
     decided: bool = False
+    after: list[Callable[[], None]] = field(default_factory=list)
 
 
 class LeaderContext(Protocol):
@@ -271,7 +274,9 @@ class Hooks:
             if said is None:
                 continue
             if said.decided:
+                said.after = [*merged.after, *said.after]
                 return said
+            merged.after += said.after
             merged.verdicts += said.verdicts
             merged.workdir = said.workdir or merged.workdir
             merged.quorum = said.quorum or merged.quorum

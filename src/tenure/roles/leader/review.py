@@ -100,10 +100,14 @@ class Reviewer:
         mark = ctx.trust.meter.mark()
         review = self.hooks.before_review(ctx, task, result)
         verdicts = None
-        if not review.decided:
-            verdicts = run_ladder(
-                task, result, review, workdir=ctx.workdir, trust=ctx.trust, event=ctx.event
-            )
+        try:
+            if not review.decided:
+                verdicts = run_ladder(
+                    task, result, review, workdir=ctx.workdir, trust=ctx.trust, event=ctx.event
+                )
+        finally:
+            for after in review.after:
+                after()
         task = self._charge_judges(task, mark)
         if verdicts is None:
             return  # a hook settled it (e.g. sent it to a person)
