@@ -4,7 +4,6 @@ task that exhausts its attempts is split once by the planner before it reaches a
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,7 @@ def run(store: Store, plan: dict[str, Any], executor: Any, tmp_path: Path, **kw:
         workdir=tmp_path,
         **kw,
     )
-    stop = threading.Event()
-    timer = threading.Timer(20, stop.set)
-    timer.start()
-    try:
-        assert team.run(stop) == "finished"
-    finally:
-        timer.cancel()
+    assert team.run(timeout=20) == "finished"
 
 
 def tasks(store: Store) -> dict[str, TaskRecord]:

@@ -8,7 +8,6 @@ the Python planner, the split feature, a sub-leader and the real ``tenure run``.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -318,13 +317,7 @@ def run_split(store: Store, workdir: Path, splitter: Splitter) -> None:
         workdir=workdir,
         splitter=splitter,
     )
-    stop = threading.Event()
-    timer = threading.Timer(20, stop.set)
-    timer.start()
-    try:
-        assert team.run(stop) == "finished"
-    finally:
-        timer.cancel()
+    assert team.run(timeout=20) == "finished"
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +60,7 @@ def test_a_worker_claiming_tests_pass_is_rejected_until_the_command_passes(
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    stop = threading.Event()
-    timer = threading.Timer(20.0, stop.set)
-    timer.start()
-    try:
-        assert team.run(stop) == "finished"
-    finally:
-        timer.cancel()
+    assert team.run(timeout=20.0) == "finished"
 
     record = task(store, "fix-add")
     assert record.state == "done"

@@ -239,7 +239,6 @@ def test_a_new_leader_settles_a_round_its_predecessor_started(
 
 
 def test_a_local_team_of_threads_runs_a_quorum_end_to_end(store: Store, tmp_path: Path) -> None:
-    import threading
 
     from tenure.coord import LeaseTiming
     from tenure.roles.teams.local import LocalTeam
@@ -254,12 +253,6 @@ def test_a_local_team_of_threads_runs_a_quorum_end_to_end(store: Store, tmp_path
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    stop = threading.Event()
-    timer = threading.Timer(20.0, stop.set)
-    timer.start()
-    try:
-        assert team.run(stop) == "finished"
-    finally:
-        timer.cancel()
+    assert team.run(timeout=20.0) == "finished"
     assert task(store, "capital").state == "done"
     assert sorted(executor.workers_for("capital")) == ["worker-1", "worker-2", "worker-3"]

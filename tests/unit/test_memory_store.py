@@ -249,11 +249,5 @@ def test_a_local_team_runs_a_plan_on_a_memory_store(tmp_path: Path) -> None:
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    stop = threading.Event()
-    timer = threading.Timer(20.0, stop.set)
-    timer.start()
-    try:
-        assert team.run(stop) == "finished"
-    finally:
-        timer.cancel()
+    assert team.run(timeout=20.0) == "finished"
     assert {t.task_id: t.state for t in store.tasks(TEAM)} == {"a": "done", "b": "done"}

@@ -39,8 +39,21 @@ class LocalTeam:
     trust: Trust | None = None  # judge models for the leader's verification ladder
     hooks: Sequence[LeaderHook] = ()  # the caller's own leader hooks
 
-    def run(self, stop: threading.Event | None = None) -> Outcome:
+    def run(self, stop: threading.Event | None = None, *, timeout: float | None = None) -> Outcome:
+        """Lead until the plan is finished (``finished``), or ``stop`` is set or
+        ``timeout`` seconds pass (``stopped``)."""
         stop = stop or threading.Event()
+        timer = threading.Timer(timeout, stop.set) if timeout is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            return self._run(stop)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _run(self, stop: threading.Event) -> Outcome:
         followers_stop = threading.Event()
         team = self.plan.team
         # every thread runs the same executor, so each can do what the plan asks
