@@ -186,6 +186,8 @@ class _Attempt:
                 "model": f"{completion.provider}:{completion.model}",
                 "input_tokens": completion.usage.input_tokens,
                 "output_tokens": completion.usage.output_tokens,
+                "cache_read_tokens": completion.usage.cache_read_tokens,
+                "cache_write_tokens": completion.usage.cache_write_tokens,
                 "cost_usd": round(completion.usage.cost_usd, 8),
                 "priced": completion.priced,
                 "seconds": round(completion.seconds, 3),

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from tenure.models.base import ChatMessage, Completion, Usage
 from tenure.models.errors import ModelError
@@ -89,12 +89,22 @@ def _detail(exc: Exception) -> str:
     return redact_text(str(getattr(exc, "message", None) or exc)[:300])
 
 
+class Tokens(NamedTuple):
+    """Token counts as the server reported them (None: left out). ``input`` counts every
+    input token, those read from (``cache_read``) or written to (``cache_write``) a
+    prompt cache included."""
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int = 0
+    cache_write: int = 0
+
+
 def usage_of(
     prices: PriceTable | None,
     provider: str,
     model: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
+    tokens: Tokens,
     messages: list[ChatMessage],
     text: str,
 ) -> tuple[Usage, bool]:
@@ -102,15 +112,24 @@ def usage_of(
     from tenure.models.scripted import count_tokens
 
     tokens_in = (
-        input_tokens if input_tokens is not None else sum(count_tokens(m.content) for m in messages)
+        tokens.input
+        if tokens.input is not None
+        else sum(count_tokens(m.content) for m in messages)
     )
-    tokens_out = output_tokens if output_tokens is not None else count_tokens(text)
-    cost = (prices or default_prices()).cost(provider, model, tokens_in, tokens_out)
-    return Usage(tokens_in, tokens_out, cost or 0.0), cost is not None
+    tokens_out = tokens.output if tokens.output is not None else count_tokens(text)
+    read = min(tokens.cache_read, tokens_in)
+    write = min(tokens.cache_write, tokens_in - read)
+    cost = (prices or default_prices()).cost(provider, model, tokens_in, tokens_out, read, write)
+    return Usage(tokens_in, tokens_out, cost or 0.0, read, write), cost is not None
 
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def count(value: Any) -> int:
+    """A token count the server may have left out (or sent as null): 0 then."""
+    return as_int(value) or 0
 
 
 class SDKOptions(TypedDict, total=False):
@@ -206,16 +225,14 @@ class SDKModel:
         self,
         messages: list[ChatMessage],
         text: str,
-        tokens: tuple[Any, Any],
+        tokens: Tokens,
         *,
         refusal: str | None,
         finish: str,
         started: float,
     ) -> Completion:
         """The answer with its usage and cost, timed from ``started`` (``time.monotonic``)."""
-        usage, priced = usage_of(
-            self.prices, self.provider, self.name, tokens[0], tokens[1], messages, text
-        )
+        usage, priced = usage_of(self.prices, self.provider, self.name, tokens, messages, text)
         return Completion(
             text,
             usage,

@@ -22,15 +22,25 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class Usage:
+    """What one call (or several, added up) cost.
+
+    ``input_tokens`` counts every token the model read, those served from a prompt
+    cache included: ``cache_read_tokens`` of them were read from the cache and
+    ``cache_write_tokens`` written to it (each priced at its own rate in ``cost_usd``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost_usd + other.cost_usd,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

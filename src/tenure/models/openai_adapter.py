@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenure.models._sdk import SDKModel, as_int
+from tenure.models._sdk import SDKModel, Tokens, as_int, count
 from tenure.models.base import ChatMessage, Completion
 from tenure.models.errors import ModelError
 from tenure.models.guard import check_request
@@ -60,7 +60,7 @@ class OpenAIModel(SDKModel):
             messages, text, tokens, refusal=refusal, finish=finish, started=started
         )
 
-    def _whole(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, tuple[Any, Any]]:
+    def _whole(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
         response = self.client.chat.completions.create(**kwargs)
         choices = getattr(response, "choices", None) or []
         if not choices:
@@ -68,19 +68,15 @@ class OpenAIModel(SDKModel):
                 "the answer has no choices", kind="empty", provider=self.provider, model=self.name
             )
         message = choices[0].message
-        usage = getattr(response, "usage", None)
-        tokens = (
-            as_int(getattr(usage, "prompt_tokens", None)),
-            as_int(getattr(usage, "completion_tokens", None)),
-        )
+        tokens = _tokens(getattr(response, "usage", None))
         refusal = getattr(message, "refusal", None) or None
         return message.content or "", choices[0].finish_reason or "", refusal, tokens
 
-    def _streamed(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, tuple[Any, Any]]:
+    def _streamed(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
         parts: list[str] = []
         refusals: list[str] = []
         finish = ""
-        tokens: tuple[Any, Any] = (None, None)
+        tokens = Tokens()
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
@@ -88,10 +84,7 @@ class OpenAIModel(SDKModel):
             for chunk in stream:
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
-                    tokens = (
-                        as_int(getattr(usage, "prompt_tokens", None)),
-                        as_int(getattr(usage, "completion_tokens", None)),
-                    )
+                    tokens = _tokens(usage)
                 for choice in getattr(chunk, "choices", None) or []:
                     delta = choice.delta
                     if getattr(delta, "content", None):
@@ -103,3 +96,18 @@ class OpenAIModel(SDKModel):
         if not finish:
             raise self.cut_short("it ended without a finish reason")
         return "".join(parts), finish, "".join(refusals) or None, tokens
+
+
+def _tokens(usage: Any) -> Tokens:
+    """OpenAI's counts: ``prompt_tokens`` includes the ``cached_tokens`` read from the
+    prompt cache (``prompt_tokens_details``), which are priced at the cached rate."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        cached = details.get("cached_tokens")
+    else:
+        cached = getattr(details, "cached_tokens", None)
+    return Tokens(
+        as_int(getattr(usage, "prompt_tokens", None)),
+        as_int(getattr(usage, "completion_tokens", None)),
+        count(cached),
+    )
