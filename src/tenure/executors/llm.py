@@ -193,6 +193,16 @@ class _Attempt:
                 "seconds": round(completion.seconds, 3),
             },
         )
+        if completion.fallback:
+            self.ctx.record(
+                "model.fallback",
+                {
+                    "task_id": self.env.task_id,
+                    "attempt": self.env.attempt,
+                    "model": f"{completion.provider}:{completion.model}",
+                    "reason": completion.fallback,
+                },
+            )
         return completion
 
     # --- results ----------------------------------------------------------------------------

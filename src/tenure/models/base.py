@@ -51,7 +51,9 @@ class Completion:
     ``refusal`` is set when the model declined (a refusal field, a content filter, a
     ``refusal`` stop reason); ``finish_reason`` is the provider's own word for why
     it stopped (``stop``, ``length``, ``tool_use``...), ``seconds`` the call's wall time;
-    ``priced`` is False when the price table did not know the model (cost recorded as 0).
+    ``priced`` is False when the price table did not know the model (cost recorded as 0);
+    ``fallback`` says so when the server refused the structured-output form asked for
+    and this call fell back to the next one it supports (set on that call only).
     """
 
     text: str
@@ -62,6 +64,7 @@ class Completion:
     finish_reason: str = ""
     seconds: float = 0.0
     priced: bool = True
+    fallback: str | None = None
 
     def json(self) -> Any:
         """The text parsed as JSON (a ```json fence is tolerated); ValueError if not JSON."""

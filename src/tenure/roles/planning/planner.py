@@ -282,6 +282,15 @@ class Planner:
                 "cost_usd": round(completion.usage.cost_usd, 8),
             },
         )
+        if completion.fallback:
+            self.on_event(
+                "model.fallback",
+                {
+                    "purpose": purpose,
+                    "model": f"{completion.provider}:{completion.model}",
+                    "reason": completion.fallback,
+                },
+            )
 
     def _allowed(self, used: list[Allowed], purpose: str) -> None:
         """Log every use of the operator's allowance: an event and a line."""
