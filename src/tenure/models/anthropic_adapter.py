@@ -73,10 +73,8 @@ class AnthropicModel(SDKModel):
             kwargs["tool_choice"] = {"type": "tool", "name": TOOL}
         started = time.monotonic()
         with self.sdk_errors():
-            if self.stream:
-                blocks, stop, tokens = self._streamed(kwargs)
-            else:
-                blocks, stop, tokens = self._whole(kwargs)
+            read = self._streamed if self.stream else self._whole
+            blocks, stop, tokens = self.send(lambda client: read(client, kwargs))
         text = _text_of(blocks, unwrap=wrapped)
         refusal = None
         if stop == "refusal":
@@ -85,8 +83,10 @@ class AnthropicModel(SDKModel):
             messages, text, tokens, refusal=refusal, finish=stop, started=started
         )
 
-    def _whole(self, kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], str, Tokens]:
-        response = self.client.messages.create(**kwargs)
+    def _whole(
+        self, client: Any, kwargs: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str, Tokens]:
+        response = client.messages.create(**kwargs)
         blocks: list[dict[str, Any]] = []
         for block in getattr(response, "content", None) or []:
             kind = getattr(block, "type", "")
@@ -99,15 +99,15 @@ class AnthropicModel(SDKModel):
         return blocks, getattr(response, "stop_reason", None) or "", tokens
 
     def _streamed(
-        self, kwargs: dict[str, Any]
+        self, client: Any, kwargs: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], str, Tokens]:
         blocks: list[dict[str, Any]] = []
         stop, done = "", False
         started: Any = None  # the usage message_start reports (input and cache counts)
         tokens_out: Any = None
-        stream = self.client.messages.create(**kwargs, stream=True)
+        stream = client.messages.create(**kwargs, stream=True)
         with self.reading(stream):
-            for event in stream:
+            for event in self.watched(stream):
                 kind = getattr(event, "type", "")
                 if kind == "message_start":
                     started = getattr(event.message, "usage", None)

@@ -103,18 +103,16 @@ class OpenAIModel(SDKModel):
             kwargs["max_tokens" if self.base_url else "max_completion_tokens"] = max_tokens
         started = time.monotonic()
         with self.sdk_errors():
-            if self.stream:
-                text, finish, refusal, tokens = self._streamed(kwargs)
-            else:
-                text, finish, refusal, tokens = self._whole(kwargs)
+            read = self._streamed if self.stream else self._whole
+            text, finish, refusal, tokens = self.send(lambda client: read(client, kwargs))
         if finish == "content_filter" and refusal is None:
             refusal = "the server's content filter stopped the answer"
         return self.completion(
             messages, text, tokens, refusal=refusal, finish=finish, started=started
         )
 
-    def _whole(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
-        response = self.client.chat.completions.create(**kwargs)
+    def _whole(self, client: Any, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
+        response = client.chat.completions.create(**kwargs)
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise ModelError(
@@ -125,16 +123,18 @@ class OpenAIModel(SDKModel):
         refusal = getattr(message, "refusal", None) or None
         return message.content or "", choices[0].finish_reason or "", refusal, tokens
 
-    def _streamed(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
+    def _streamed(
+        self, client: Any, kwargs: dict[str, Any]
+    ) -> tuple[str, str, str | None, Tokens]:
         parts: list[str] = []
         refusals: list[str] = []
         finish = ""
         tokens = Tokens()
-        stream = self.client.chat.completions.create(
+        stream = client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
         with self.reading(stream):
-            for chunk in stream:
+            for chunk in self.watched(stream):
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
                     tokens = _tokens(usage)
