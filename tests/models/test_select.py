@@ -113,9 +113,9 @@ def test_a_missing_sdk_says_which_extra_to_install() -> None:
 
 def test_prices_match_exact_provider_and_dated_names() -> None:
     table = PriceTable()
-    assert table.price("openai", "gpt-4.1") == Price(2.0, 8.0)
-    assert table.price("openai", "gpt-4.1-mini-2025-04-14") == Price(0.40, 1.60)
-    assert table.price("anthropic", "claude-sonnet-4-5-20250929") == Price(3.0, 15.0)
+    assert table.price("openai", "gpt-4.1") == Price(2.0, 8.0, 0.50, 2.0)
+    assert table.price("openai", "gpt-4.1-mini-2025-04-14") == Price(0.40, 1.60, 0.10, 0.40)
+    assert table.price("anthropic", "claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3, 3.75)
     assert table.price("openai", "my-local-model") is None
     assert table.cost("openai", "gpt-4.1", 1_000_000, 1_000_000) == pytest.approx(10.0)
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -28,6 +29,12 @@ class Reply:
     status: int = 200
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)  # merged into the reply's usage
+
+
+def with_usage(reply: Reply, **usage: Any) -> Reply:
+    """``reply`` reporting these usage fields too (e.g. a prompt cache's token counts)."""
+    return replace(reply, usage={**reply.usage, **usage})
 
 
 def answer(value: Any) -> Reply:
@@ -77,6 +84,7 @@ class WireServer:
         self.script = list(script)
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        self.times: list[float] = []  # time.monotonic() when each request arrived
         self.paths: list[str] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -111,6 +119,7 @@ class WireServer:
     def next_reply(self, provider: str, body: dict[str, Any]) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.times.append(time.monotonic())
             index = len(self.requests) - 1
         if self.responder is not None:
             return self.responder(provider, body)
@@ -249,6 +258,7 @@ def _openai(body: dict[str, Any], reply: Reply, prompt: int) -> dict[str, Any]:
             "prompt_tokens": prompt,
             "completion_tokens": words(content or str(reply.value)),
             "total_tokens": prompt + words(content or str(reply.value)),
+            **reply.usage,
         },
     }
 
@@ -275,7 +285,7 @@ def _anthropic(body: dict[str, Any], reply: Reply, prompt: int) -> dict[str, Any
         "content": blocks,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": out},
+        "usage": {"input_tokens": prompt, "output_tokens": out, **reply.usage},
     }
 
 
@@ -325,7 +335,7 @@ def _openai_events(body: dict[str, Any], reply: Reply, prompt: int) -> list[str]
 def _anthropic_events(body: dict[str, Any], reply: Reply, prompt: int) -> list[str]:
     whole = _anthropic(body, reply, prompt)
     start = {**whole, "content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": prompt, "output_tokens": 1}
+    start["usage"] = {**whole["usage"], "output_tokens": 1}
     events = [_sse({"type": "message_start", "message": start}, "message_start")]
     for index, block in enumerate(whole["content"]):
         if block["type"] == "tool_use":

@@ -70,6 +70,19 @@ def test_freshest_needs_a_real_gap() -> None:
     assert blind.abstained
 
 
+def test_freshest_ignores_grounding_dated_in_the_future() -> None:
+    now = datetime.now(UTC)
+    honest = cand("honest", 1, grounded_at=now - timedelta(minutes=1))
+    forged = cand("forged", 2, grounded_at=now + timedelta(days=1))
+    decided = FreshestPolicy().decide([honest, forged], CTX)
+    assert decided.winner == "honest"
+    assert "grounding dated in the future ignored: forged" in decided.reason
+    alone = FreshestPolicy().decide([forged], CTX)
+    assert alone.abstained and "forged" in alone.reason
+    skewed = cand("skewed", 3, grounded_at=now + timedelta(minutes=2))  # within the allowance
+    assert FreshestPolicy().decide([honest, skewed], CTX).winner == "skewed"
+
+
 def test_confidence_needs_calibration_every_score_and_a_margin() -> None:
     from tenure.protocol.policy import ConfidenceParams
 

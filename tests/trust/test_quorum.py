@@ -3,6 +3,8 @@ counted, and flagged when the voters' errors are likely to correlate."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from tenure.executors import TaskContext
 from tenure.protocol import TaskEnvelope
 from tenure.store import Store
 
-from .harness import Crew, Recording, events, plan_of, states, task
+from .harness import TEAM, Crew, Recording, events, plan_of, states, task
 
 WORKERS = ("w1", "w2", "w3")
 
@@ -189,15 +191,102 @@ def test_a_voter_that_fails_its_own_checks_does_not_vote(store: Store, tmp_path:
     assert "not accepted" in count.data["reason"]
 
 
-def test_with_fewer_workers_than_voters_the_shared_worker_is_named(
+def drive(crew: Crew, seconds: float) -> None:
+    """Run the crew's rounds until it is finished or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        crew.conductor.tick()
+        if crew.conductor.finished():
+            return
+        for follower in crew.followers.values():
+            while follower.poll_once():
+                pass
+        time.sleep(0.02)
+    raise AssertionError(f"not finished in {seconds}s: {states(crew.store)}")
+
+
+def test_with_fewer_workers_than_voters_no_worker_votes_twice_and_a_person_is_asked(
     store: Store, tmp_path: Path
 ) -> None:
-    crew = Crew(store, tmp_path, quorum_plan(2, 2))
-    crew.hire("solo", Recording(lambda env, ctx: {"capital": "Canberra"}))
-    crew.run()
+    from tenure.roles.teams.inbox import answer
+
+    executor = Recording(lambda env, ctx: {"capital": "Sydney"})
+    crew = Crew(store, tmp_path, quorum_plan(2, 2, wait_seconds=0.3))
+    crew.hire("solo", executor)
+    drive(crew, 10)
+    record = task(store, "capital")
+    assert record.state == "blocked"
+    assert "quorum needs 2 distinct workers (one vote each), the team has 1 (solo)" in (
+        record.reason
+    )
+    assert "wait_seconds 0.3" in record.reason and "start more workers" in record.reason
+    assert record.data["question"] == record.reason
+    assert executor.workers_for("capital") == ["solo"]  # one vote, never a second from solo
+    assert states(store)["capital.q1.v2"] == "cancelled"
+    assert events(store, "decision", "capital") == []  # nothing was counted
+    assert events(store, "quorum.short", "capital")
+    # a second worker joins, the operator answers: the next round has two distinct voters
+    crew.hire("second", Recording(lambda env, ctx: {"capital": "Sydney"}))
+    answer(store, TEAM, "capital", "a second worker has joined")
+    drive(crew, 10)
     assert task(store, "capital").state == "done"
     (count,) = events(store, "decision", "capital")
-    assert any("2 votes come from one worker, solo" in w for w in count.data["warnings"])
+    assert count.data["round"] == 2
+    assert sorted(c["member"] for c in count.data["inputs"]) == ["second", "solo"]
+    assert not any("from one worker" in w for w in count.data["warnings"])
+
+
+def test_voters_wait_for_workers_that_join_late_and_each_votes_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """The first worker is up before the others: its wrong answer is one vote, not three."""
+    answers = {"w1": "Sydney", "w2": "Canberra", "w3": "Canberra"}
+    executor = Recording(lambda env, ctx: {"capital": answers[ctx.worker_id]})
+    crew = Crew(store, tmp_path, quorum_plan(2, 3, wait_seconds=30))
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def join_later(member: str, delay: float) -> None:
+        time.sleep(delay)
+        crew.hire(member, executor)
+        follower = crew.followers.pop(member)  # this one polls on its own thread
+        follower.run(stop)
+
+    for member, delay in (("w1", 0.0), ("w2", 0.6), ("w3", 1.2)):
+        thread = threading.Thread(target=join_later, args=(member, delay), daemon=True)
+        thread.start()
+        threads.append(thread)
+    try:
+        drive(crew, 20)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    assert task(store, "capital").state == "done"
+    voters = {env.task_id: worker for worker, env in executor.calls}
+    assert sorted(voters) == ["capital.q1.v1", "capital.q1.v2", "capital.q1.v3"]
+    assert sorted(voters.values()) == ["w1", "w2", "w3"]  # three votes, three workers
+    (count,) = events(store, "decision", "capital")
+    assert "2 of 3 agree" in count.data["reason"]
+    assert task(store, "capital").result["artifact"] == {"capital": "Canberra"}
+    assert not any("from one worker" in w for w in count.data["warnings"])
+
+
+def test_two_votes_of_one_worker_are_never_counted_twice() -> None:
+    from tenure.verify import Candidate, distinct_votes, majority
+    from tenure.verify.quorum import exact_key
+
+    twice = [
+        Candidate("v1", "Sydney", member="w1"),
+        Candidate("v2", "Sydney", member="w1"),
+        Candidate("v3", "Canberra", member="w2"),
+    ]
+    kept, dropped = distinct_votes(twice)
+    assert [c.ref for c in kept] == ["v1", "v3"] and [c.ref for c in dropped] == ["v2"]
+    counted = majority(twice, 2, exact_key)
+    assert counted.winner is None
+    assert "only 1 of 2 agree" in counted.reason
+    assert "v2 is not counted: its worker w1 voted already" in counted.warnings
 
 
 def test_a_new_leader_settles_a_round_its_predecessor_started(

@@ -22,6 +22,7 @@ from tenure.protocol import (
     parse_plan,
 )
 from tenure.verify import check_command, check_evidence, check_schema, checks_for, verify
+from tenure.verify.checks import CLOCK_SKEW_SECONDS
 
 PRICE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -156,6 +157,22 @@ def test_evidence_check_refuses_a_stale_source_beyond_max_age() -> None:
     assert not verdict.passed
     assert "price source is 7200s old (limit 60s)" in verdict.reason
     assert "currency" not in verdict.reason
+
+
+def test_evidence_check_refuses_a_source_dated_in_the_future() -> None:
+    tomorrow = result({"price": 10}, evidence=[source(-86_400, field="price")])
+    for check in (EvidenceCheck(max_age_seconds=3600), EvidenceCheck()):
+        verdict = check_evidence(check, tomorrow)
+        assert not verdict.passed
+        assert "price source is dated 86400s in the future" in verdict.reason
+        assert f"clock skew allowed: {CLOCK_SKEW_SECONDS:g}s" in verdict.reason
+
+
+def test_evidence_check_allows_a_little_clock_skew() -> None:
+    skewed = result({"price": 10}, evidence=[source(-(CLOCK_SKEW_SECONDS - 30), field="price")])
+    assert check_evidence(EvidenceCheck(max_age_seconds=60), skewed).passed
+    beyond = result({"price": 10}, evidence=[source(-(CLOCK_SKEW_SECONDS + 30), field="price")])
+    assert not check_evidence(EvidenceCheck(max_age_seconds=60), beyond).passed
 
 
 def test_evidence_check_accepts_null_unknowns_without_source() -> None:

@@ -15,7 +15,11 @@ here. With ``max_turns > 1`` the model may answer ``continue`` to take another
 turn: each is a check-in to the leader, and each restates the criteria.
 
 Every call is recorded (``model.call`` events through the task context) and the
-totals travel in ``result.usage``. An envelope's ``budget`` (what the task and
+totals travel in ``result.usage``, also when the attempt stops early. The attempt
+stops at the envelope's deadline and when ``ctx.cancelled`` is set: between calls,
+and during one (each request's timeout is cut to the time left, no retry starts
+after it, and a call still running when the member cancels is left behind; its
+``model.call`` is logged when it ends). The result then fails with ``stopped: ...``. An envelope's ``budget`` (what the task and
 the team have left) is enforced between calls and caps each call's
 ``max_tokens``: running out stops the attempt with a ``budget exceeded`` reason.
 
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from typing import Any
 
 from tenure.executors.base import TaskContext, make_result
@@ -55,6 +61,7 @@ from tenure.executors.llm_prompt import (
 )
 from tenure.models import ChatMessage, Completion, Model, ModelError
 from tenure.models.select import open_model
+from tenure.models.stop import StopWhen, stopping
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult
 
 __all__ = [
@@ -66,6 +73,7 @@ __all__ = [
     "BudgetStop",
     "InvalidAnswer",
     "LLMExecutor",
+    "STOPPED_PREFIX",
     "Material",
     "Meter",
     "check_output_file",
@@ -79,6 +87,15 @@ __all__ = [
     "result_schema",
     "validate_answer",
 ]
+
+
+STOPPED_PREFIX = "stopped"
+POLL_SECONDS = 0.05  # how often a waiting attempt looks at its deadline and cancellation
+OVERRUN_GRACE = 1.0  # how long past the deadline a call may take to end by itself
+
+
+class Stopped(Exception):
+    """The attempt must stop: its deadline passed or it was cancelled."""
 
 
 class LLMExecutor:
@@ -122,6 +139,7 @@ class _Attempt:
         self.meter = Meter(envelope.budget, price_of(owner.model))
         self.materials: dict[str, Material] = {}
         self.notes: list[str] = []
+        self.stop = StopWhen(time.monotonic() + envelope.deadline_seconds, ctx.cancelled)
 
     def run(self) -> TaskResult:
         try:  # paths first: one leading out of the workdir or the scope costs no model call
@@ -141,7 +159,11 @@ class _Attempt:
                 completion = self._call(messages, schema, purpose)
             except BudgetStop as stop:
                 return self._stopped(f"{BUDGET_PREFIX}: {stop}")
+            except Stopped as stop:
+                return self._halted(str(stop))
             except ModelError as exc:
+                if exc.kind == "stopped":
+                    return self._halted(self.stop.why() or str(exc))
                 return self._model_failed(exc)
             if completion.refusal:
                 return self._finish(
@@ -175,8 +197,72 @@ class _Attempt:
         self, messages: list[ChatMessage], schema: dict[str, Any], purpose: str
     ) -> Completion:
         max_tokens = self.meter.allowance(messages, self.owner.max_tokens)
-        completion = self.model.complete(messages, json_schema=schema, max_tokens=max_tokens)
+        why = self.stop.why()
+        if why is not None:
+            raise Stopped(why)
+        completion = self._complete(messages, schema, max_tokens, purpose)
         self.meter.add(completion)
+        self._count(completion, purpose)
+        return completion
+
+    def _complete(
+        self,
+        messages: list[ChatMessage],
+        schema: dict[str, Any],
+        max_tokens: int | None,
+        purpose: str,
+    ) -> Completion:
+        """The model's answer, waited for while the attempt may go on. The call runs on
+        a thread of its own under the attempt's stop (``models.stop``), so a member that
+        cancels the attempt is not kept waiting, and a model that ignores the deadline is
+        left behind shortly after it; what such a call cost is logged when it ends."""
+        box: dict[str, Any] = {}
+        lock = threading.Lock()
+        left_behind = threading.Event()
+
+        def run() -> None:
+            try:
+                with stopping(self.stop):
+                    box["completion"] = self.model.complete(
+                        messages, json_schema=schema, max_tokens=max_tokens
+                    )
+            except BaseException as exc:  # handed over to the attempt's own thread
+                box["error"] = exc
+            with lock:
+                box["done"] = True
+                late = left_behind.is_set()
+            if late and "completion" in box:
+                self._count(box["completion"], purpose, abandoned=True)
+
+        thread = threading.Thread(target=run, daemon=True, name="tenure-model-call")
+        thread.start()
+        while True:
+            thread.join(POLL_SECONDS)
+            with lock:
+                if box.get("done"):
+                    break
+                why = self._give_up()
+                if why is not None:
+                    left_behind.set()
+                    raise Stopped(why)
+        if "error" in box:
+            raise box["error"]
+        completion: Completion = box["completion"]
+        return completion
+
+    def _give_up(self) -> str | None:
+        """Why to stop waiting for the call in flight: the member cancelled the attempt,
+        or the deadline passed and the call did not end by itself within the grace."""
+        why = self.stop.why()
+        if why is None:
+            return None
+        if self.ctx.cancelled.is_set():
+            return why
+        left = self.stop.left()
+        return why if left is not None and left < -OVERRUN_GRACE else None
+
+    def _count(self, completion: Completion, purpose: str, *, abandoned: bool = False) -> None:
+        extra = {"abandoned": True} if abandoned else {}
         self.ctx.record(
             "model.call",
             {
@@ -186,12 +272,24 @@ class _Attempt:
                 "model": f"{completion.provider}:{completion.model}",
                 "input_tokens": completion.usage.input_tokens,
                 "output_tokens": completion.usage.output_tokens,
+                "cache_read_tokens": completion.usage.cache_read_tokens,
+                "cache_write_tokens": completion.usage.cache_write_tokens,
                 "cost_usd": round(completion.usage.cost_usd, 8),
                 "priced": completion.priced,
                 "seconds": round(completion.seconds, 3),
+                **extra,
             },
         )
-        return completion
+        if completion.fallback:
+            self.ctx.record(
+                "model.fallback",
+                {
+                    "task_id": self.env.task_id,
+                    "attempt": self.env.attempt,
+                    "model": f"{completion.provider}:{completion.model}",
+                    "reason": completion.fallback,
+                },
+            )
 
     # --- results ----------------------------------------------------------------------------
 
@@ -290,6 +388,16 @@ class _Attempt:
             ],
             usage=self.meter.spend(self.model),
         )
+
+    def _halted(self, why: str) -> TaskResult:
+        """The attempt stopped for its deadline or a cancellation: failed, with what it
+        spent until then (the leader charges it and may retry)."""
+        reason = (
+            f"{STOPPED_PREFIX}: {why} (deadline {self.env.deadline_seconds:g}s, "
+            f"{self.meter.calls} model calls made)"
+        )
+        self.ctx.record("attempt.stopped", {"task_id": self.env.task_id, "reason": reason})
+        return self._failed(reason)
 
     def _stopped(self, reason: str) -> TaskResult:
         self.ctx.record("budget.stopped", {"task_id": self.env.task_id, "reason": reason})

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from tenure.models.base import ChatMessage, Completion, Usage
 from tenure.models.errors import ModelError
 from tenure.models.pricing import PriceTable, default_prices
+from tenure.models.stop import backoff, current_stop
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.secrets import known_secrets, redact_text, redact_url
+
+T = TypeVar("T")
+SDK_RETRIED = frozenset({"rate_limit", "server", "timeout", "connection"})
 
 
 def import_sdk(package: str, extra: str) -> ModuleType:
@@ -89,12 +93,22 @@ def _detail(exc: Exception) -> str:
     return redact_text(str(getattr(exc, "message", None) or exc)[:300])
 
 
+class Tokens(NamedTuple):
+    """Token counts as the server reported them (None: left out). ``input`` counts every
+    input token, those read from (``cache_read``) or written to (``cache_write``) a
+    prompt cache included."""
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int = 0
+    cache_write: int = 0
+
+
 def usage_of(
     prices: PriceTable | None,
     provider: str,
     model: str,
-    input_tokens: int | None,
-    output_tokens: int | None,
+    tokens: Tokens,
     messages: list[ChatMessage],
     text: str,
 ) -> tuple[Usage, bool]:
@@ -102,15 +116,24 @@ def usage_of(
     from tenure.models.scripted import count_tokens
 
     tokens_in = (
-        input_tokens if input_tokens is not None else sum(count_tokens(m.content) for m in messages)
+        tokens.input
+        if tokens.input is not None
+        else sum(count_tokens(m.content) for m in messages)
     )
-    tokens_out = output_tokens if output_tokens is not None else count_tokens(text)
-    cost = (prices or default_prices()).cost(provider, model, tokens_in, tokens_out)
-    return Usage(tokens_in, tokens_out, cost or 0.0), cost is not None
+    tokens_out = tokens.output if tokens.output is not None else count_tokens(text)
+    read = min(tokens.cache_read, tokens_in)
+    write = min(tokens.cache_write, tokens_in - read)
+    cost = (prices or default_prices()).cost(provider, model, tokens_in, tokens_out, read, write)
+    return Usage(tokens_in, tokens_out, cost or 0.0, read, write), cost is not None
 
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def count(value: Any) -> int:
+    """A token count the server may have left out (or sent as null): 0 then."""
+    return as_int(value) or 0
 
 
 class SDKOptions(TypedDict, total=False):
@@ -151,6 +174,8 @@ class SDKModel:
         self.base_url = base_url
         self.stream = stream
         self.prices = prices
+        self.timeout = timeout
+        self.max_retries = max_retries
         self.client: Any = getattr(self.sdk, self.client_class)(
             api_key=api_key or "not-needed",  # local servers ignore it; the SDK wants one
             base_url=base_url,
@@ -180,12 +205,43 @@ class SDKModel:
                 self.sdk, exc, self.provider, self.name, redact_url(self.url)
             ) from None
 
+    def send(self, request: Callable[[Any], T]) -> T:
+        """``request(client)``, with the SDK's own retries; or, under a stop
+        (``tenure.models.stop``: an attempt's deadline or cancellation), with each try's
+        timeout cut to the time left and retries made here, so that no request starts
+        once the attempt must stop (``ModelError`` kind ``stopped``)."""
+        stop = current_stop()
+        if stop is None:
+            return request(self.client)
+        retries = 0
+        while True:
+            left = stop.check(self.provider, self.name)
+            timeout = self.timeout if left is None else max(0.01, min(self.timeout, left))
+            client = self.client.with_options(timeout=timeout, max_retries=0)
+            try:
+                return request(client)
+            except self.sdk.APIError as exc:
+                kind = translate_error(self.sdk, exc, self.provider, self.name, self.url).kind
+                if kind not in SDK_RETRIED or retries >= self.max_retries:
+                    raise
+                retries += 1
+                stop.pause(backoff(retries, _retry_after(exc)))
+
+    def watched(self, stream: Iterable[T]) -> Iterator[T]:
+        """A stream's items, until the attempt must stop (then ``stopped``; the caller's
+        ``reading`` closes the stream)."""
+        stop = current_stop()
+        for item in stream:
+            if stop is not None:
+                stop.check(self.provider, self.name)
+            yield item
+
     @contextmanager
     def reading(self, stream: Any) -> Iterator[None]:
         """Reading ``stream``: a dropped connection is ``cut_short``; the stream is closed."""
         try:
             yield
-        except self.sdk.APIError:
+        except (self.sdk.APIError, ModelError):
             raise
         except Exception as exc:  # the connection dropped mid-stream (httpx errors)
             raise self.cut_short(f"{type(exc).__name__}: {exc}") from None
@@ -206,16 +262,14 @@ class SDKModel:
         self,
         messages: list[ChatMessage],
         text: str,
-        tokens: tuple[Any, Any],
+        tokens: Tokens,
         *,
         refusal: str | None,
         finish: str,
         started: float,
     ) -> Completion:
         """The answer with its usage and cost, timed from ``started`` (``time.monotonic``)."""
-        usage, priced = usage_of(
-            self.prices, self.provider, self.name, tokens[0], tokens[1], messages, text
-        )
+        usage, priced = usage_of(self.prices, self.provider, self.name, tokens, messages, text)
         return Completion(
             text,
             usage,
@@ -229,3 +283,19 @@ class SDKModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.provider}:{self.name} at {redact_url(self.url)})"
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The server's ``retry-after-ms`` / ``retry-after`` (seconds), if it sent one."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / scale
+        except ValueError:
+            continue
+    return None

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any, Unpack
 
-from tenure.models._sdk import SDKModel, SDKOptions, as_int
+from tenure.models._sdk import SDKModel, SDKOptions, Tokens, as_int, count
 from tenure.models.base import ChatMessage, Completion
 from tenure.models.guard import check_request
 
@@ -73,10 +73,8 @@ class AnthropicModel(SDKModel):
             kwargs["tool_choice"] = {"type": "tool", "name": TOOL}
         started = time.monotonic()
         with self.sdk_errors():
-            if self.stream:
-                blocks, stop, tokens = self._streamed(kwargs)
-            else:
-                blocks, stop, tokens = self._whole(kwargs)
+            read = self._streamed if self.stream else self._whole
+            blocks, stop, tokens = self.send(lambda client: read(client, kwargs))
         text = _text_of(blocks, unwrap=wrapped)
         refusal = None
         if stop == "refusal":
@@ -85,8 +83,10 @@ class AnthropicModel(SDKModel):
             messages, text, tokens, refusal=refusal, finish=stop, started=started
         )
 
-    def _whole(self, kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], str, tuple[Any, Any]]:
-        response = self.client.messages.create(**kwargs)
+    def _whole(
+        self, client: Any, kwargs: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str, Tokens]:
+        response = client.messages.create(**kwargs)
         blocks: list[dict[str, Any]] = []
         for block in getattr(response, "content", None) or []:
             kind = getattr(block, "type", "")
@@ -95,25 +95,22 @@ class AnthropicModel(SDKModel):
             elif kind == "tool_use":
                 blocks.append({"type": "tool_use", "input": block.input})
         usage = getattr(response, "usage", None)
-        tokens = (
-            as_int(getattr(usage, "input_tokens", None)),
-            as_int(getattr(usage, "output_tokens", None)),
-        )
+        tokens = _tokens(usage, as_int(getattr(usage, "output_tokens", None)))
         return blocks, getattr(response, "stop_reason", None) or "", tokens
 
     def _streamed(
-        self, kwargs: dict[str, Any]
-    ) -> tuple[list[dict[str, Any]], str, tuple[Any, Any]]:
+        self, client: Any, kwargs: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str, Tokens]:
         blocks: list[dict[str, Any]] = []
         stop, done = "", False
-        tokens_in: Any = None
+        started: Any = None  # the usage message_start reports (input and cache counts)
         tokens_out: Any = None
-        stream = self.client.messages.create(**kwargs, stream=True)
+        stream = client.messages.create(**kwargs, stream=True)
         with self.reading(stream):
-            for event in stream:
+            for event in self.watched(stream):
                 kind = getattr(event, "type", "")
                 if kind == "message_start":
-                    tokens_in = as_int(getattr(event.message.usage, "input_tokens", None))
+                    started = getattr(event.message, "usage", None)
                 elif kind == "content_block_start":
                     block_type = getattr(event.content_block, "type", "text")
                     blocks.append({"type": block_type, "text": "", "json": ""})
@@ -126,6 +123,8 @@ class AnthropicModel(SDKModel):
                 elif kind == "message_delta":
                     stop = getattr(event.delta, "stop_reason", None) or stop
                     tokens_out = as_int(getattr(event.usage, "output_tokens", None))
+                    if as_int(getattr(event.usage, "input_tokens", None)) is not None:
+                        started = event.usage  # newer servers give the final counts here
                 elif kind == "message_stop":
                     done = True
         if not done:
@@ -137,7 +136,18 @@ class AnthropicModel(SDKModel):
                 except ValueError:
                     block["input"] = None
                     block["raw"] = block["json"]
-        return blocks, stop, (tokens_in, tokens_out)
+        return blocks, stop, _tokens(started, tokens_out)
+
+
+def _tokens(usage: Any, output: int | None) -> Tokens:
+    """Anthropic's counts: ``input_tokens`` leaves out the tokens read from the prompt
+    cache (``cache_read_input_tokens``) and written to it (``cache_creation_input_tokens``);
+    all three are input the model read, each at its own price."""
+    uncached = as_int(getattr(usage, "input_tokens", None))
+    read = count(getattr(usage, "cache_read_input_tokens", None))
+    write = count(getattr(usage, "cache_creation_input_tokens", None))
+    total = None if uncached is None else uncached + read + write
+    return Tokens(total, output, read, write)
 
 
 def _plain_text(blocks: list[dict[str, Any]]) -> str:

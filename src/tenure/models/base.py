@@ -22,15 +22,25 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class Usage:
+    """What one call (or several, added up) cost.
+
+    ``input_tokens`` counts every token the model read, those served from a prompt
+    cache included: ``cache_read_tokens`` of them were read from the cache and
+    ``cache_write_tokens`` written to it (each priced at its own rate in ``cost_usd``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost_usd + other.cost_usd,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -41,7 +51,9 @@ class Completion:
     ``refusal`` is set when the model declined (a refusal field, a content filter, a
     ``refusal`` stop reason); ``finish_reason`` is the provider's own word for why
     it stopped (``stop``, ``length``, ``tool_use``...), ``seconds`` the call's wall time;
-    ``priced`` is False when the price table did not know the model (cost recorded as 0).
+    ``priced`` is False when the price table did not know the model (cost recorded as 0);
+    ``fallback`` says so when the server refused the structured-output form asked for
+    and this call fell back to the next one it supports (set on that call only).
     """
 
     text: str
@@ -52,6 +64,7 @@ class Completion:
     finish_reason: str = ""
     seconds: float = 0.0
     priced: bool = True
+    fallback: str | None = None
 
     def json(self) -> Any:
         """The text parsed as JSON (a ```json fence is tolerated); ValueError if not JSON."""

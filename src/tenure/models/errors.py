@@ -8,6 +8,9 @@ boundary, so callers never see a provider's own exception types::
     └── ModelError              a model call failed; ``kind`` says how
         └── ModelRequestRefused a real model call was attempted while tests run
 
+A call stopped by its attempt's deadline or cancellation (``tenure.models.stop``) is
+kind ``stopped``: not retried, and not a failure of the model.
+
 Missing or wrong settings (no model, unknown provider, no key, unreachable
 server) are ``ConfigError``: one line saying what to set.
 """
@@ -28,6 +31,7 @@ ErrorKind = Literal[
     "cut_short",
     "empty",
     "refused_by_guard",
+    "stopped",
     "error",
 ]
 RETRYABLE: frozenset[str] = frozenset(

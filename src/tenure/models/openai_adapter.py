@@ -3,22 +3,38 @@
 One adapter for every server that speaks ``POST /v1/chat/completions``:
 OpenAI itself, vLLM, Ollama, llama.cpp's server, LM Studio, OpenRouter and
 others; only the base URL changes. Structured output uses ``response_format``
-``json_schema``. The SDK does the retries (exponential backoff with jitter on
+``json_schema``; a server that refuses it (llama-cpp-python answers HTTP 500) is
+asked once more with ``json_object`` and the schema in the prompt, which is then
+used for that model for the rest of the run (a warning line says so, and the
+completion's ``fallback`` too, for the caller's event log). The SDK does the retries (exponential backoff with jitter on
 429, 5xx, timeouts and lost connections, honouring ``retry-after``); whatever
 is left after them becomes a :class:`ModelError`.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
 import time
+from dataclasses import replace
 from typing import Any
 
-from tenure.models._sdk import SDKModel, as_int
+from tenure.models._sdk import SDKModel, Tokens, as_int, count
 from tenure.models.base import ChatMessage, Completion
 from tenure.models.errors import ModelError
 from tenure.models.guard import check_request
+from tenure.protocol.secrets import redact_url
 
 OPENAI_URL = "https://api.openai.com/v1"
+JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
+REFUSED_FORM = frozenset({400, 422, 500, 501})
+"""Statuses with which servers refuse a ``response_format`` they do not support
+(llama-cpp-python answers 500 to ``json_schema``; others 400, 422 or 501)."""
+
+log = logging.getLogger("tenure.models")
+_lock = threading.Lock()
+_json_schema_refused: dict[tuple[str, str], str] = {}  # (url, model) -> what was said
 
 
 class OpenAIModel(SDKModel):
@@ -35,63 +51,93 @@ class OpenAIModel(SDKModel):
         max_tokens: int | None = None,
     ) -> Completion:
         check_request(self.provider, self.url)
-        messages = self.outgoing(messages)
+        sent = self.outgoing(messages)
+        if json_schema is None:
+            return self._complete(sent, None, max_tokens)
+        prompted = self.outgoing(_schema_in_prompt(messages, json_schema))
+        key = (self.url, self.name)
+        with _lock:
+            refused = _json_schema_refused.get(key)
+        if refused is not None:  # this server said no before: the next form straight away
+            return self._complete(prompted, JSON_OBJECT, max_tokens)
+        try:
+            return self._complete(sent, _json_schema(json_schema), max_tokens)
+        except ModelError as exc:
+            if exc.status not in REFUSED_FORM:
+                raise
+            first = exc
+        said = (
+            f"{self.provider}:{self.name} at {redact_url(self.url)} refused structured output "
+            f"(response_format json_schema: HTTP {first.status}); falling back to json_object "
+            "with the schema in the prompt for the rest of the run"
+        )
+        log.warning("%s", said)
+        try:
+            completion = self._complete(prompted, JSON_OBJECT, max_tokens)
+        except ModelError as exc:
+            raise ModelError(
+                f"json_schema was refused (HTTP {first.status}), and json_object too: {exc}",
+                kind=exc.kind,
+                provider=self.provider,
+                model=self.name,
+                status=exc.status,
+            ) from None
+        with _lock:
+            _json_schema_refused[key] = said
+        return replace(completion, fallback=said)
+
+    def _complete(
+        self,
+        messages: list[ChatMessage],
+        response_format: dict[str, Any] | None,
+        max_tokens: int | None,
+    ) -> Completion:
         kwargs: dict[str, Any] = {
             "model": self.name,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
-        if json_schema is not None:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": json_schema, "strict": False},
-            }
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if max_tokens is not None:
             # OpenAI's newer models only take max_completion_tokens; other servers max_tokens
             kwargs["max_tokens" if self.base_url else "max_completion_tokens"] = max_tokens
         started = time.monotonic()
         with self.sdk_errors():
-            if self.stream:
-                text, finish, refusal, tokens = self._streamed(kwargs)
-            else:
-                text, finish, refusal, tokens = self._whole(kwargs)
+            read = self._streamed if self.stream else self._whole
+            text, finish, refusal, tokens = self.send(lambda client: read(client, kwargs))
         if finish == "content_filter" and refusal is None:
             refusal = "the server's content filter stopped the answer"
         return self.completion(
             messages, text, tokens, refusal=refusal, finish=finish, started=started
         )
 
-    def _whole(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, tuple[Any, Any]]:
-        response = self.client.chat.completions.create(**kwargs)
+    def _whole(self, client: Any, kwargs: dict[str, Any]) -> tuple[str, str, str | None, Tokens]:
+        response = client.chat.completions.create(**kwargs)
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise ModelError(
                 "the answer has no choices", kind="empty", provider=self.provider, model=self.name
             )
         message = choices[0].message
-        usage = getattr(response, "usage", None)
-        tokens = (
-            as_int(getattr(usage, "prompt_tokens", None)),
-            as_int(getattr(usage, "completion_tokens", None)),
-        )
+        tokens = _tokens(getattr(response, "usage", None))
         refusal = getattr(message, "refusal", None) or None
         return message.content or "", choices[0].finish_reason or "", refusal, tokens
 
-    def _streamed(self, kwargs: dict[str, Any]) -> tuple[str, str, str | None, tuple[Any, Any]]:
+    def _streamed(
+        self, client: Any, kwargs: dict[str, Any]
+    ) -> tuple[str, str, str | None, Tokens]:
         parts: list[str] = []
         refusals: list[str] = []
         finish = ""
-        tokens: tuple[Any, Any] = (None, None)
-        stream = self.client.chat.completions.create(
+        tokens = Tokens()
+        stream = client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
         with self.reading(stream):
-            for chunk in stream:
+            for chunk in self.watched(stream):
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
-                    tokens = (
-                        as_int(getattr(usage, "prompt_tokens", None)),
-                        as_int(getattr(usage, "completion_tokens", None)),
-                    )
+                    tokens = _tokens(usage)
                 for choice in getattr(chunk, "choices", None) or []:
                     delta = choice.delta
                     if getattr(delta, "content", None):
@@ -103,3 +149,44 @@ class OpenAIModel(SDKModel):
         if not finish:
             raise self.cut_short("it ended without a finish reason")
         return "".join(parts), finish, "".join(refusals) or None, tokens
+
+
+def _tokens(usage: Any) -> Tokens:
+    """OpenAI's counts: ``prompt_tokens`` includes the ``cached_tokens`` read from the
+    prompt cache (``prompt_tokens_details``), which are priced at the cached rate."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        cached = details.get("cached_tokens")
+    else:
+        cached = getattr(details, "cached_tokens", None)
+    return Tokens(
+        as_int(getattr(usage, "prompt_tokens", None)),
+        as_int(getattr(usage, "completion_tokens", None)),
+        count(cached),
+    )
+
+
+def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": schema, "strict": False},
+    }
+
+
+def _schema_in_prompt(messages: list[ChatMessage], schema: dict[str, Any]) -> list[ChatMessage]:
+    """The conversation with the schema stated in its system message, for ``json_object``
+    (which asks only for some JSON object). The caller still validates the answer."""
+    rule = (
+        "Reply with one JSON object that matches this JSON Schema, and nothing else:\n"
+        f"```json\n{json.dumps(schema, indent=2)}\n```"
+    )
+    if messages and messages[0].role == "system":
+        first = ChatMessage("system", f"{messages[0].content}\n\n{rule}")
+        return [first, *messages[1:]]
+    return [ChatMessage("system", rule), *messages]
+
+
+def forget_refusals() -> None:
+    """Forget which servers refused ``json_schema`` (tests; a new run in one process)."""
+    with _lock:
+        _json_schema_refused.clear()

@@ -97,13 +97,17 @@ class JudgeCheck(Strict):
 
 
 class QuorumCheck(Strict):
-    """``k`` of ``n`` independent executions must agree."""
+    """``k`` of ``n`` independent executions, on ``n`` distinct workers, must agree.
+
+    ``wait_seconds``: how long a voter may wait for a worker no other voter of its
+    round went to, while the team has too few; then the task goes to a person."""
 
     kind: Literal["quorum"] = "quorum"
     k: int = Field(ge=1)
     n: int = Field(ge=1)
     comparator: Literal["exact", "json"] = "exact"
     decision: str | None = Field(default=None, min_length=1)
+    wait_seconds: float = Field(default=60.0, ge=0, le=86_400)
 
     @model_validator(mode="after")
     def _k_within_n(self) -> QuorumCheck:

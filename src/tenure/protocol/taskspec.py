@@ -97,6 +97,9 @@ class SpendEntry(Strict):
     seconds: float = Field(default=0.0, ge=0)
     model: str | None = None
     kind: str | None = None  # "split", "judge", ...; None: the attempt itself
+    member: str | None = None  # the worker that ran the attempt
+    abandoned: bool = False  # the leader gave up on the attempt before its result came
+    awaiting: bool = False  # ... and its worker has not reported since (spend from its log)
 
     @property
     def tokens(self) -> int:
@@ -136,6 +139,7 @@ class AttemptData(Strict):
     """What the runtime knows about a task's attempts; empty for a new task."""
 
     dispatched_at: float | None = None  # store clock, when the current attempt went out
+    dispatched_seq: int | None = Field(default=None, ge=0)  # the event log's last seq then
     history: list[PriorAttempt] = Field(default_factory=list)  # failures, oldest first
     qa: list[Answer] = Field(default_factory=list)  # the operator's answers
     attempt_base: int = Field(default=0, ge=0)  # attempts before the last answer

@@ -18,7 +18,13 @@ from tenure.verify.policies import (
     describe_policies,
     policy_for,
 )
-from tenure.verify.quorum import COMPARATORS, correlation_warnings, group, majority
+from tenure.verify.quorum import (
+    COMPARATORS,
+    correlation_warnings,
+    distinct_votes,
+    group,
+    majority,
+)
 from tenure.verify.trust import Trust
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "correlation_warnings",
     "decision_event",
     "describe_policies",
+    "distinct_votes",
     "grade",
     "group",
     "majority",

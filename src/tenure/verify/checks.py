@@ -27,6 +27,10 @@ from tenure.protocol import (
 )
 
 OUTPUT_LIMIT = 4000
+CLOCK_SKEW_SECONDS = 300.0
+"""How far a source's ``retrieved_at`` (or an answer's grounding time) may lie in the
+verifier's future: members' clocks differ a little. Beyond it the time is refused,
+not taken as the freshest there is."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,10 @@ def check_schema(check: SchemaCheck, result: TaskResult) -> Verdict:
 def check_evidence(
     check: EvidenceCheck, result: TaskResult, now: datetime | None = None
 ) -> Verdict:
-    """Every known value has a fresh source; unknowns are null; claimed runs are shown."""
+    """Every known value has a fresh source; unknowns are null; claimed runs are shown.
+
+    A source dated more than ``CLOCK_SKEW_SECONDS`` after ``now`` is refused, whatever
+    ``max_age_seconds`` says: a time in the future is no proof of freshness."""
     now = now or datetime.now(UTC)
     artifact = result.artifact
     if not isinstance(artifact, dict):
@@ -76,15 +83,18 @@ def check_evidence(
         source = sources.get(name) or (any_source[0] if any_source else None)
         if source is None:
             problems.append(f"{name}={value!r} has no source")
-        elif check.max_age_seconds is not None:
-            retrieved = source.retrieved_at
-            if retrieved.tzinfo is None:
-                retrieved = retrieved.replace(tzinfo=UTC)
-            age = (now - retrieved).total_seconds()
-            if age > check.max_age_seconds:
-                problems.append(
-                    f"{name} source is {age:.0f}s old (limit {check.max_age_seconds:g}s)"
-                )
+            continue
+        retrieved = source.retrieved_at
+        if retrieved.tzinfo is None:
+            retrieved = retrieved.replace(tzinfo=UTC)
+        age = (now - retrieved).total_seconds()
+        if -age > CLOCK_SKEW_SECONDS:
+            problems.append(
+                f"{name} source is dated {-age:.0f}s in the future "
+                f"({retrieved.isoformat()}; clock skew allowed: {CLOCK_SKEW_SECONDS:g}s)"
+            )
+        elif check.max_age_seconds is not None and age > check.max_age_seconds:
+            problems.append(f"{name} source is {age:.0f}s old (limit {check.max_age_seconds:g}s)")
     ran = [e for e in result.evidence if isinstance(e, CommandEvidence)]
     if result.notes.verified and not ran:
         problems.append("notes claim verification but no command evidence shows it was run")

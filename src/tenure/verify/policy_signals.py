@@ -6,9 +6,11 @@ missing or too weak to separate the answers.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tenure.protocol.policy import AuthorityParams, ConfidenceParams, FreshestParams
+from tenure.verify.checks import CLOCK_SKEW_SECONDS
 from tenure.verify.decisions import Candidate, Decision
 from tenure.verify.policy_base import DecisionContext, Policy
 
@@ -79,25 +81,41 @@ class FreshestPolicy(Policy):
         return f"freshest: the answer grounded in the newest input wins (by more than {gap:g}s)"
 
     def decide(self, candidates: list[Candidate], context: DecisionContext) -> Decision:
+        latest = datetime.now(UTC) + timedelta(seconds=CLOCK_SKEW_SECONDS)
         dated = []
+        future: list[str] = []  # a time in the future is no proof of freshness
         for answer in self._answers(candidates, context):
-            times = [(c.grounded_at, c) for c in answer if c.grounded_at is not None]
+            times = []
+            for c in answer:
+                if c.grounded_at is not None and c.grounded_at > latest:
+                    future.append(c.ref)
+                elif c.grounded_at is not None:
+                    times.append((c.grounded_at, c))
             if times:
                 dated.append(max(times, key=lambda pair: pair[0]))
+        ignored = (
+            f" (grounding dated in the future ignored: {', '.join(future)})" if future else ""
+        )
         if not dated:
-            return self._abstain("no answer says when the inputs it rests on were read")
+            return self._abstain(
+                f"no answer says when the inputs it rests on were read{ignored}"
+            )
         dated.sort(key=lambda pair: pair[0], reverse=True)
         newest, winner = dated[0]
         if len(dated) > 1:
             gap = (newest - dated[1][0]).total_seconds()
             if gap <= self.config.min_gap_seconds:
                 return Decision(
-                    self.name, None, f"as fresh as each other ({gap:g}s apart) — no winner"
+                    self.name,
+                    None,
+                    f"as fresh as each other ({gap:g}s apart) — no winner{ignored}",
                 )
             older = f", {gap:.0f}s newer than {dated[1][1].ref}"
         else:
             older = "; the others give no grounding time"
-        return self._win(winner, f"{winner.ref} rests on input read at {newest.isoformat()}{older}")
+        return self._win(
+            winner, f"{winner.ref} rests on input read at {newest.isoformat()}{older}{ignored}"
+        )
 
 
 class AuthorityPolicy(Policy):

@@ -93,11 +93,33 @@ def group(candidates: list[Candidate], compare: Comparator) -> list[list[Candida
     return sorted(groups.values(), key=len, reverse=True)
 
 
+def distinct_votes(candidates: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """The candidates with one vote per worker (the first each worker gave), and the
+    votes left out because their worker had voted already. A candidate with no known
+    worker counts on its own."""
+    kept: list[Candidate] = []
+    dropped: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in candidates:
+        if candidate.member is not None and candidate.member in seen:
+            dropped.append(candidate)
+            continue
+        if candidate.member is not None:
+            seen.add(candidate.member)
+        kept.append(candidate)
+    return kept, dropped
+
+
 def majority(
     candidates: list[Candidate], k: int, compare: Comparator, *, policy: str = "quorum"
 ) -> Decision:
-    """A winner when at least ``k`` candidates agree and no other group is as big."""
-    warnings = tuple(correlation_warnings(candidates))
+    """A winner when at least ``k`` candidates agree and no other group is as big.
+
+    One worker's votes count once: a second vote of a worker is left out (and said so)."""
+    candidates, dropped = distinct_votes(candidates)
+    warnings = tuple(correlation_warnings(candidates)) + tuple(
+        f"{c.ref} is not counted: its worker {c.member} voted already" for c in dropped
+    )
     if not candidates:
         return Decision(policy, None, "no answers to count", warnings=warnings)
     groups = group(candidates, compare)

@@ -20,7 +20,7 @@ from tenure.protocol import CommandCheck, Plan, PlanTask, PriorAttempt, Spend
 from tenure.protocol.errors import ProtocolError
 from tenure.roles.coding.rows import first_line
 from tenure.roles.coding.scope import in_scope, merge_order
-from tenure.roles.planning import Artifact, Planner
+from tenure.roles.planning import Artifact, Planner, PlanningFailed
 
 Split = Callable[[PlanTask, list[str]], list[PlanTask]]
 
@@ -34,11 +34,14 @@ class PlannerSplit:
     max_parts: int = 5
 
     def __call__(self, task: PlanTask, failures: list[str]) -> list[PlanTask]:
+        return self.with_spend(task, failures)[0]
+
+    def with_spend(self, task: PlanTask, failures: list[str]) -> tuple[list[PlanTask], Spend]:
+        """The parts and what the planner's calls cost (a ``PlanningFailed`` carries it)."""
         artifacts = [Artifact(s, "dir" if (self.root / s).is_dir() else "file") for s in task.scope]
-        parts, _ = self.planner.split(
+        return self.planner.split(
             task, failures, artifacts, taken=set(), max_parts=self.max_parts, workdir=self.root
         )
-        return parts
 
 
 @dataclass
@@ -59,7 +62,14 @@ class CodingSplits:
         log: Callable[[str, dict[str, object]], None],
     ) -> tuple[list[PlanTask], Spend | None]:
         failures = [f"attempt {h.attempt}: {first_line(h.failure)}" for h in history]
-        return stand_in_parts(task, self.split(task, failures), taken), None
+        if isinstance(self.split, PlannerSplit):
+            parts, spend = self.split.with_spend(task, failures)
+        else:
+            parts, spend = self.split(task, failures), None
+        try:
+            return stand_in_parts(task, parts, taken), spend
+        except ProtocolError as exc:  # parts that do not fit were paid for all the same
+            raise PlanningFailed(str(exc), spend=spend) from None
 
 
 def stand_in_parts(parent: PlanTask, parts: list[PlanTask], taken: set[str]) -> list[PlanTask]:

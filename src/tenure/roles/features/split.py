@@ -34,7 +34,7 @@ from tenure.protocol import (
 from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.leader import GO, HOLD, Admission, LeaderContext, LeaderHook
-from tenure.roles.planning import Artifact, Planner, references
+from tenure.roles.planning import Artifact, Planner, PlanningFailed, references
 from tenure.roles.register import Task
 from tenure.roles.register.spend import log_extra
 from tenure.verify import verify
@@ -48,8 +48,9 @@ EventSink = Callable[[str, dict[str, object]], None]
 class Splits(Protocol):
     """Anything that can split a task out of attempts into parts (ids ``<task>.<part>``).
 
-    Raises a ``TenureError`` saying why it cannot; ``Spend`` is what finding the
-    parts cost (a planner's model calls), or None."""
+    Raises a ``TenureError`` saying why it cannot (a ``PlanningFailed`` carries what
+    the failed try cost as its ``spend``, charged to the task all the same);
+    ``Spend`` is what finding the parts cost (a planner's model calls), or None."""
 
     def parts_for(
         self, task: PlanTask, history: list[PriorAttempt], *, taken: set[str], log: EventSink
@@ -149,6 +150,9 @@ class SplitHook(LeaderHook):
                 task.spec.plan_task(), history, taken=taken, log=ctx.event
             )
         except TenureError as exc:
+            spent = exc.spend if isinstance(exc, PlanningFailed) else None
+            if spent is not None and spent.calls:  # the planner's calls are paid for anyway
+                data = log_extra(data, "split", spent, task.attempt)
             ctx.event("task.split_failed", {"task_id": task.task_id, "reason": str(exc)[:500]})
             why = f"gave up after {task.used_attempts} attempts: {failure}; could not split: {exc}"
             ctx.block(task, why, data=data)

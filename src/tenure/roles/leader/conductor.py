@@ -37,6 +37,7 @@ from tenure.roles.register import (
     plan_settled,
     register_plan,
 )
+from tenure.roles.register.spend import last_worker, stuck_workers
 from tenure.store import Member, Store
 from tenure.verify import Trust
 
@@ -257,6 +258,7 @@ class Conductor(Judging):
         for t in tasks:
             if t.state in ("queued", "running") and t.assignee in load:
                 load[t.assignee] += 1
+        stuck = stuck_workers(tasks)
         sent = False
         for task in tasks:
             if not any(n < 1 for n in load.values()):
@@ -271,7 +273,7 @@ class Conductor(Judging):
             if isinstance(admission, Stop):
                 self.reviewer.fail(task, admission.reason)
                 continue
-            worker = self._pick(task, workers, load)
+            worker = self._pick(task, workers, load, stuck)
             if worker is not None and self.dispatch(task, worker):
                 load[worker] += 1
                 sent = True
@@ -288,7 +290,9 @@ class Conductor(Judging):
 
     def dispatch(self, task: Task, worker: str, data: AttemptData | None = None) -> bool:
         """A new attempt of queued ``task``, assigned to ``worker``, and its envelope sent."""
-        base = (data or task.data).with_(dispatched_at=self.now())
+        base = (data or task.data).with_(
+            dispatched_at=self.now(), dispatched_seq=self.store.last_event_seq(self.team)
+        )
         plan = Dispatch(task, worker, base, new=True)
         self.hooks.on_dispatch(self, plan)
         try:
@@ -330,7 +334,13 @@ class Conductor(Judging):
             "task.dispatched", {"task_id": task.task_id, "assignee": plan.worker, "key": key}
         )
 
-    def _pick(self, task: Task, workers: dict[str, Member], load: dict[str, int]) -> str | None:
+    def _pick(
+        self, task: Task, workers: dict[str, Member], load: dict[str, int], stuck: set[str]
+    ) -> str | None:
+        """An idle worker able to do ``task``. A retry goes to another worker than the one
+        that ran the last attempt, and any attempt to a worker not still busy with an
+        attempt the leader gave up on (``stuck``), while such a worker is idle; then by
+        priority."""
         need = task.spec.capability
         idle = [
             m
@@ -339,4 +349,9 @@ class Conductor(Judging):
         ]
         if not idle:
             return None
-        return min(idle, key=lambda m: (-m.priority, m.member_id)).member_id
+        last = last_worker(task)
+
+        def rank(m: Member) -> tuple[bool, bool, int, str]:
+            return (m.member_id == last, m.member_id in stuck, -m.priority, m.member_id)
+
+        return min(idle, key=rank).member_id

@@ -20,7 +20,15 @@ from tenure.roles.leader.hooks import Hooks, LeaderContext
 from tenure.roles.leader.ladder import run_ladder
 from tenure.roles.member.wire import RESULT
 from tenure.roles.register import Task
-from tenure.roles.register.spend import log_attempt, log_extra, with_wall
+from tenure.roles.register.spend import (
+    awaiting_entry,
+    charge_late,
+    log_attempt,
+    log_extra,
+    logged,
+    logged_calls,
+    with_wall,
+)
 from tenure.verify import Verdict, verdict_event
 from tenure.verify.decisions import VERDICT_EVENT
 
@@ -55,6 +63,8 @@ class Reviewer:
                 ctx.event("security.result_refused", {**info, "sender": sender, "reason": reason})
                 return
             sender = signer  # below, a result counts only as its assignee's own
+        if self._late(task, result, sender):
+            return
         if sender is not None and task.assignee is not None and sender != task.assignee:
             reason = f"the attempt is assigned to {task.assignee}, not {sender}"
             ctx.event("leader.result_refused", {**info, "sender": sender, "reason": reason})
@@ -67,7 +77,8 @@ class Reviewer:
         if result.idempotency_key != current or task.state != "running":
             ctx.event("leader.duplicate_absorbed", {**info, "state": task.state})
             return
-        data = log_attempt(task.data, task.attempt, result.usage, self.ran(task))
+        member = sender or task.assignee
+        data = log_attempt(task.data, task.attempt, result.usage, self.ran(task), member)
         try:
             task = ctx.register.move(task, "review", result=to_dict(result), data=data)
         except Conflict:
@@ -134,7 +145,7 @@ class Reviewer:
         prior = PriorAttempt(
             attempt=max(task.attempt, 1), status=status, failure=failure[-FAILURE_LIMIT:]
         )
-        data = with_wall(task.data, task.attempt, self.ran(task))
+        data = self._given_up(task)
         data = data.with_(history=[*data.history, prior], dispatched_at=None)
         stop = self.hooks.before_retry(ctx, task, data)
         if stop:
@@ -191,11 +202,67 @@ class Reviewer:
         data = log_extra(task.data, "judge", spent, task.attempt)
         return ctx.register.move(task, task.state, data=data)
 
+    def _given_up(self, task: Task) -> AttemptData:
+        """The task's data with its current attempt charged if no result logged it (the
+        leader gives up on it: a deadline, a silent worker): its wall time, and what its
+        worker's ``model.call`` events say it spent since it was dispatched."""
+        data = task.data
+        if data.dispatched_at is None or task.attempt < 1 or logged(data, task.attempt):
+            return data
+        spent = None
+        if data.dispatched_seq is not None:
+            spent = logged_calls(
+                self.ctx.store,
+                self.ctx.team,
+                task.task_id,
+                task.attempt,
+                member=task.assignee,
+                after=data.dispatched_seq,
+            )
+        return with_wall(data, task.attempt, self.ran(task), member=task.assignee, spent=spent)
+
+    def _late(self, task: Task, result: TaskResult, sender: str | None) -> bool:
+        """A result of an attempt the leader gave up on (its worker stopped late, or came
+        back): its spend is charged to the task, nothing else. True if it was one."""
+        attempt = _attempt_of(result.idempotency_key, task.task_id)
+        entry = awaiting_entry(task.data, attempt) if attempt else None
+        if attempt is None or entry is None:
+            return False
+        if sender is not None and entry.member is not None and sender != entry.member:
+            return False  # not from the worker that had it: refused below
+        ctx = self.ctx
+        usage = result.usage
+        info: dict[str, object] = {
+            "task_id": task.task_id,
+            "key": result.idempotency_key,
+            "member": sender or entry.member,
+            "tokens": (usage.input_tokens + usage.output_tokens) if usage else 0,
+            "cost_usd": usage.cost_usd if usage else 0.0,
+        }
+        if task.state in ("done", "cancelled"):  # the register keeps no more for it
+            ctx.event("leader.late_result", {**info, "charged": False})
+            return True
+        try:
+            ctx.register.move(task, task.state, data=charge_late(task.data, attempt, usage))
+        except Conflict:
+            ctx.event("leader.late_result", {**info, "charged": False})
+            return True
+        ctx.event("leader.late_result", {**info, "charged": True})
+        return True
+
     def ran(self, task: Task) -> float:
         """Wall seconds of the current attempt so far, by the store's clock."""
         started = task.data.dispatched_at
         return self.ctx.now() - (started if started is not None else task.updated_at)
 
+
+
+def _attempt_of(key: str, task_id: str) -> int | None:
+    """The attempt number of ``<task_id>:attempt-<n>``, or None."""
+    prefix = f"{task_id}:attempt-"
+    if not key.startswith(prefix) or not key[len(prefix) :].isdigit():
+        return None
+    return int(key[len(prefix) :])
 
 
 def _failure_text(result: TaskResult) -> str:

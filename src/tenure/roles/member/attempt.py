@@ -97,14 +97,31 @@ class AttemptRunner:
             self.store.effect_abort(self.team, env.idempotency_key, holder=self.member)
             return Ran("fenced", facts={"current": exc.current})
         except (Conflict, NotFound) as exc:
-            self.store.effect_abort(self.team, env.idempotency_key, holder=self.member)
-            return Ran("outdated", facts={"error": str(exc)})
+            refused = self._mark_running_again(env, exc)
+            if refused is not None:
+                self.store.effect_abort(self.team, env.idempotency_key, holder=self.member)
+                return refused
         result = safe_result(env, lambda: executor.execute(env, ctx))
         self.executed += 1
         finished = self.store.effect_finish(
             self.team, env.idempotency_key, holder=self.member, result=to_dict(result)
         )
         return Ran("executed", dict(finished.result))
+
+    def _mark_running_again(self, env: TaskEnvelope, first: Exception) -> Ran | None:
+        """The task changed between reading it and marking it running. If it is still
+        this attempt, ours, the change was someone else's business (the leader charging
+        an earlier attempt's spend, say): mark it again. Else why it is not ours."""
+        try:
+            task = self.store.get_task(self.team, env.task_id)
+            if not self._ours(task, env):
+                return Ran("outdated", facts={"error": str(first)})
+            self._mark_running(task, env)
+        except StaleEpoch as exc:
+            return Ran("fenced", facts={"current": exc.current})
+        except (Conflict, NotFound) as exc:
+            return Ran("outdated", facts={"error": str(exc)})
+        return None
 
     def _ours(self, task: TaskRecord, env: TaskEnvelope) -> bool:
         if task.state not in ("queued", "running") or task.attempt != env.attempt:

@@ -124,7 +124,14 @@ PLANNER_SYSTEM = planner_system()
 
 
 class PlanningFailed(TenureError):
-    """The planner gave no valid plan within its rounds (or its budget)."""
+    """The planner gave no valid plan within its rounds (or its budget).
+
+    ``spend`` is what the failed planning cost (its model calls), for the caller to
+    charge: a split that fails is paid for like one that works."""
+
+    def __init__(self, message: str, *, spend: Spend | None = None) -> None:
+        super().__init__(message)
+        self.spend = spend
 
 
 def plan_schema() -> dict[str, Any]:
@@ -223,7 +230,11 @@ class Planner:
             check_plan(plan, artifacts)
             return plan
 
-        plan: Plan = self._converse(prompt, build, purpose="plan")
+        try:
+            plan: Plan = self._converse(prompt, build, purpose="plan")
+        except PlanningFailed as exc:
+            exc.spend = self._spend_since(start)
+            raise
         self._allowed(used, "plan")
         spent = self._spend_since(start)
         return plan.model_copy(update={"planning_spend": spent})
@@ -277,9 +288,20 @@ class Planner:
                 "model": f"{completion.provider}:{completion.model}",
                 "input_tokens": completion.usage.input_tokens,
                 "output_tokens": completion.usage.output_tokens,
+                "cache_read_tokens": completion.usage.cache_read_tokens,
+                "cache_write_tokens": completion.usage.cache_write_tokens,
                 "cost_usd": round(completion.usage.cost_usd, 8),
             },
         )
+        if completion.fallback:
+            self.on_event(
+                "model.fallback",
+                {
+                    "purpose": purpose,
+                    "model": f"{completion.provider}:{completion.model}",
+                    "reason": completion.fallback,
+                },
+            )
 
     def _allowed(self, used: list[Allowed], purpose: str) -> None:
         """Log every use of the operator's allowance: an event and a line."""
@@ -313,7 +335,7 @@ class Planner:
     ) -> tuple[list[PlanTask], Spend]:
         """Smaller tasks that together do ``task``'s goal, ids prefixed ``<task>.``, within its
         scope (and ``workdir``), grounded; the caller's ``taken`` ids are avoided.
-        PlanningFailed if none."""
+        PlanningFailed if none, with what the try cost as its ``spend``."""
         start = self.meter.mark()
         shown = task.model_dump(mode="json", exclude_defaults=True)
         prompt = (
@@ -338,6 +360,10 @@ class Planner:
             return parts
 
         purpose = f"split:{task.id}"
-        parts: list[PlanTask] = self._converse(prompt, build, purpose=purpose)
+        try:
+            parts: list[PlanTask] = self._converse(prompt, build, purpose=purpose)
+        except PlanningFailed as exc:
+            exc.spend = self._spend_since(start)  # what the failed split cost is charged too
+            raise
         self._allowed(used, purpose)
         return parts, self._spend_since(start)

@@ -12,7 +12,15 @@ from tenure.protocol import QuorumCheck, TaskResult, TenureError
 from tenure.protocol.taskspec import QuorumOutcome
 from tenure.roles.leader import LeaderContext
 from tenure.roles.register import Task
-from tenure.verify import Candidate, Decision, DecisionContext, decision_event, majority, policy_for
+from tenure.verify import (
+    Candidate,
+    Decision,
+    DecisionContext,
+    decision_event,
+    distinct_votes,
+    majority,
+    policy_for,
+)
 from tenure.verify.decisions import DECISION_EVENT, preview
 
 
@@ -24,14 +32,17 @@ def quorum_check(task: Task) -> QuorumCheck | None:
 
 
 def count_votes(ctx: LeaderContext, task: Task, voters: list[Task]) -> QuorumOutcome:
-    """The round's outcome: its accepted answers counted, a tie broken by the plan's policy.
+    """The round's outcome: its accepted answers counted, one per worker (a second vote
+    of a worker is left out, and said so), a tie broken by the plan's policy.
 
     The count and the tie-break are ``decision`` events; the outcome is what the caller
     stores before the task is reviewed."""
     check = quorum_check(task)
     assert check is not None
-    candidates = [candidate_of(v) for v in voters if v.state == "done" and v.result]
+    given = [candidate_of(v) for v in voters if v.state == "done" and v.result]
+    candidates, twice = distinct_votes(given)  # never two votes of one worker
     missing = [f"{v.task_id} ({v.state})" for v in voters if v.state != "done"]
+    missing += [f"{c.ref} (a second vote of {c.member})" for c in twice]
     decision_type = check.decision or task.task_id
     voted = QuorumOutcome(voters=[c.ref for c in candidates], decision=decision_type)
     try:

@@ -2,7 +2,10 @@
 
 For each round the leader registers n *voter* tasks ``<task>.q<round>.v<i>``
 (same goal, input, criteria and weaker checks; ``spec.replica_of`` names the
-task) and dispatches them to distinct workers where the team has enough.
+task) and dispatches them to n distinct workers: a voter waits for a worker that
+holds no other vote of its round, and when the team has too few of them for the
+check's ``wait_seconds`` the task goes to a person with that reason. Two votes of
+one worker are never counted (``count``).
 Each voter is an ordinary task: its own attempts, idempotency keys, ladder
 (schema, evidence, judge) and retries. The task itself stays queued, marked
 with ``data.quorum``, and is never dispatched.
@@ -37,6 +40,7 @@ from tenure.roles.features.quorum.rounds import (
     dispatch_voters,
     ensure_voters,
     retire,
+    shortage,
     start_round,
 )
 from tenure.roles.leader import GO, HOLD, Admission, LeaderContext, LeaderHook, Review
@@ -97,6 +101,18 @@ class QuorumHook(LeaderHook):
             voters = [by_id.get(v) for v in state.replicas]
             if voters and all(v is not None and v.state in SETTLED for v in voters):
                 _settle(ctx, task, state, [v for v in voters if v is not None])
+                return True
+            short = shortage(ctx, task, check, state, by_id)
+            if short is not None:  # too few distinct workers: never two votes from one
+                cancel_open(ctx, task, state, by_id)
+                ctx.event(
+                    "quorum.short", {"task_id": task.task_id, "round": state.round, "reason": short}
+                )
+                # the round is used up: an answer starts the next one, with fresh voters
+                spent = ctx.register.move(
+                    task, "queued", attempt=state.round, reason=f"quorum round {state.round}: {short}"
+                )
+                ctx.block(spent, short, question=short)
                 return True
             return acted
         if task.state == "running" and not task.assignee and state and state.outcome:

@@ -1,12 +1,17 @@
 """Quorum rounds: voter tasks registered, sent one per worker, retired or cancelled.
 
 Each voter is an ordinary task (its own attempts, idempotency keys, ladder and
-retries); this module only creates them and chooses their workers, keeping the
-voters of one round on distinct workers while the team has enough.
+retries); this module only creates them and chooses their workers. The votes of a
+round come from distinct workers, always: a voter is never sent to a worker that
+holds or gave another vote of its round. A voter that finds no such worker waits
+(workers still joining, or busy); when the team has fewer such workers than voters
+waiting for longer than the check's ``wait_seconds``, ``shortage`` says why and the
+task goes to a person.
 """
 
 from __future__ import annotations
 
+from tenure.protocol import QuorumCheck
 from tenure.protocol.errors import Conflict
 from tenure.protocol.ids import MAX_ID_LENGTH
 from tenure.protocol.taskspec import QuorumState, VoterOf
@@ -14,6 +19,7 @@ from tenure.roles.features.budget import stop_reason
 from tenure.roles.leader import LeaderContext
 from tenure.roles.member import WORK_CAPABILITY
 from tenure.roles.register import Task
+from tenure.roles.register.spend import stuck_workers
 from tenure.store import Member
 
 VOTER_CHECKS = ("schema", "evidence", "judge")
@@ -109,23 +115,24 @@ def cancel_open(ctx: LeaderContext, task: Task, state: QuorumState, by_id: dict[
     return acted
 
 
-# --- dispatch: one voter per worker ----------------------------------------------------
+# --- dispatch: one voter per worker, never two ---------------------------------------
 
 
 def dispatch_voters(ctx: LeaderContext, tasks: list[Task]) -> bool:
-    """Send queued voters to idle workers, never two voters of a round to one worker
-    while the team has enough workers to keep them apart."""
+    """Send queued voters to idle workers, never a voter to a worker that holds or gave
+    another vote of its round (it waits instead)."""
     workers = ctx.workers()
     load = dict.fromkeys(workers, 0)
     for t in tasks:
         if t.state in ("queued", "running") and t.assignee in load:
             load[t.assignee] += 1
+    stuck = stuck_workers(tasks)
     sent = False
     for voter in tasks:
         parent = voter.spec.replica_of
         if not parent or voter.state != "queued" or voter.assignee or voter.data.split_into:
             continue
-        member = _voter_member(voter, tasks, workers, load)
+        member = _voter_member(voter, _round_of(voter, tasks), workers, load, stuck)
         if member is None:
             continue
         stop = stop_reason(voter, tasks, ctx.now())
@@ -140,26 +147,77 @@ def dispatch_voters(ctx: LeaderContext, tasks: list[Task]) -> bool:
     return sent
 
 
-def _voter_member(
-    voter: Task, tasks: list[Task], workers: dict[str, Member], load: dict[str, int]
-) -> Member | None:
-    """The idle worker for ``voter``: one no other voter of its round went to, while
-    the team has enough workers to keep them apart."""
-    need = voter.spec.capability
-    able = [m for m in workers.values() if need is None or need in m.capabilities]
-    round_ = [
+def engaged(round_: list[Task], *, but: str | None = None) -> set[str]:
+    """The workers holding or having given a vote of this round (other than ``but``'s):
+    a voter assigned, running, in review or done. A voter waiting for a retry holds
+    nothing, and one that failed or was cancelled gave no vote."""
+    out: set[str] = set()
+    for t in round_:
+        if t.task_id == but:
+            continue
+        if t.state == "queued" and t.assignee:
+            out.add(t.assignee)
+        elif t.state in ("running", "review", "done"):
+            member = (t.data.voter.member if t.data.voter else None) or t.assignee
+            if member:
+                out.add(member)
+    return out
+
+
+def shortage(
+    ctx: LeaderContext, task: Task, check: QuorumCheck, state: QuorumState, by_id: dict[str, Task]
+) -> str | None:
+    """Why the round cannot get distinct workers for its voters: fewer live workers able
+    to vote and holding no vote of the round than voters waiting, for longer than the
+    check's ``wait_seconds``. None while it can, or may yet (workers still joining)."""
+    round_ = [by_id[v] for v in state.replicas if v in by_id]
+    waiting = [v for v in round_ if v.state == "queued" and not v.assignee]
+    if not waiting:
+        return None
+    need = task.spec.capability
+    able = {m for m, w in ctx.workers().items() if need is None or need in w.capabilities}
+    free = able - engaged(round_)
+    if len(free) >= len(waiting):
+        return None
+    waited = ctx.now() - min(v.updated_at for v in waiting)
+    if waited < check.wait_seconds:
+        return None
+    who = f"workers{f' with {need!r}' if need else ''}"
+    have = len(able)
+    names = f" ({', '.join(sorted(able))})" if able else ""
+    return (
+        f"quorum needs {check.n} distinct {who} (one vote each), the team has {have}{names}; "
+        f"waited {waited:.0f}s (wait_seconds {check.wait_seconds:g}) — start more workers, "
+        "then answer to run the round again"
+    )
+
+
+def _round_of(voter: Task, tasks: list[Task]) -> list[Task]:
+    return [
         t
         for t in tasks
         if t.spec.replica_of == voter.spec.replica_of and t.spec.round == voter.spec.round
     ]
-    siblings = {
-        (t.data.voter.member if t.data.voter else None) or t.assignee
-        for t in round_
-        if t.task_id != voter.task_id
-    }
-    idle = [m for m in able if load[m.member_id] == 0]
-    fresh = [m for m in idle if m.member_id not in siblings]
-    if not fresh and len(able) >= len(round_):
-        return None  # enough workers to keep the voters apart: wait for one
-    pick = fresh or idle
-    return min(pick, key=lambda m: (-m.priority, m.member_id)) if pick else None
+
+
+def _voter_member(
+    voter: Task,
+    round_: list[Task],
+    workers: dict[str, Member],
+    load: dict[str, int],
+    stuck: set[str],
+) -> Member | None:
+    """The idle worker for ``voter``: able, and holding no other vote of its round;
+    one not stuck with an attempt the leader gave up on first, then by priority."""
+    need = voter.spec.capability
+    taken = engaged(round_, but=voter.task_id)
+    idle = [
+        m
+        for m in workers.values()
+        if (need is None or need in m.capabilities)
+        and load[m.member_id] == 0
+        and m.member_id not in taken
+    ]
+    if not idle:
+        return None  # wait: for a worker to join, or to finish
+    return min(idle, key=lambda m: (m.member_id in stuck, -m.priority, m.member_id))
