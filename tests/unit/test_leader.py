@@ -523,7 +523,7 @@ def test_a_new_leader_rebuilds_from_the_register_with_no_task_lost_or_done_twice
 ) -> None:
     plan = plan_of({"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"})
     executor = Recording()
-    first = Crew(store, tmp_path, plan, leader="leader-1", ttl=0.5)
+    first = Crew(store, tmp_path, plan, leader="leader-1", ttl=2.0)  # room for a loaded machine
     for member in ("w1", "w2", "w3"):
         first.hire(member, executor)
     first.conductor.tick()  # a -> w1, b -> w2, c -> w3; d waits for a free worker
@@ -533,7 +533,7 @@ def test_a_new_leader_rebuilds_from_the_register_with_no_task_lost_or_done_twice
     assert states(store) == {"a": "done", "b": "running", "c": "queued", "d": "queued"}
     assert executor.count() == Counter({"a": 1, "b": 1})
     # leader-1 vanishes without releasing; its lease runs out
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 6
     while store.current_lease(TEAM) is not None:
         assert time.monotonic() < deadline, "the lease never expired"
         time.sleep(0.02)
