@@ -39,13 +39,16 @@ from tenure.protocol.errors import (
     ProtocolError,
     StaleEpoch,
     StoreError,
+    StoreLost,
+    StoreMissing,
     StoreUnavailable,
+    StoreUnreachable,
     TenureError,
 )
 from tenure.protocol.ids import check_task_id, check_team, new_id
+from tenure.protocol.limits import MAX_BODY_BYTES
 from tenure.protocol.messages import (
     FENCED_TYPES,
-    MAX_BODY_BYTES,
     MESSAGE_CLASSES,
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
@@ -84,7 +87,10 @@ __all__ = [
     "Spend",
     "StaleEpoch",
     "StoreError",
+    "StoreLost",
+    "StoreMissing",
     "StoreUnavailable",
+    "StoreUnreachable",
     "TaskEnvelope",
     "TaskResult",
     "TenureError",

@@ -10,16 +10,36 @@ import json
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tenure.protocol.envelope import TaskEnvelope, TaskResult
-from tenure.protocol.errors import ProtocolError
-from tenure.protocol.messages import MAX_BODY_BYTES, MESSAGE_CLASSES, Message
+from tenure.protocol.errors import ProtocolError, UnreadableFile
+from tenure.protocol.limits import (
+    MAX_MESSAGE_BYTES,
+    MAX_PLAN_BYTES,
+    byte_size,
+    check_depth,
+    check_plan_shape,
+    decode_json,
+    over,
+)
+from tenure.protocol.messages import MESSAGE_CLASSES, Message
 from tenure.protocol.plan import Plan
+from tenure.protocol.yaml_guard import load_yaml
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "load_plan",
+    "parse_envelope",
+    "parse_message",
+    "parse_plan",
+    "parse_result",
+    "to_dict",
+    "to_json",
+    "translate",
+]
 
 _M = TypeVar("_M", bound=BaseModel)
-MAX_MESSAGE_BYTES = MAX_BODY_BYTES + 16 * 1024
 _UNION_TAGS = {"schema", "evidence", "command", "judge", "quorum", "source"}
 _MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 
@@ -41,10 +61,12 @@ def parse_message(data: str | bytes | dict[str, Any], *, source: str | None = No
 
 
 def parse_envelope(data: dict[str, Any], *, source: str | None = None) -> TaskEnvelope:
+    check_depth(data, "(envelope)", source=source)
     return _validate(TaskEnvelope, data, source)
 
 
 def parse_result(data: dict[str, Any], *, source: str | None = None) -> TaskResult:
+    check_depth(data, "(result)", source=source)
     return _validate(TaskResult, data, source)
 
 
@@ -58,14 +80,18 @@ def to_dict(message: BaseModel) -> dict[str, Any]:
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Read ``plan.yaml`` / ``plan.json``, or the first ```yaml block of ``plan.md``."""
+    """Read ``plan.yaml`` / ``plan.json``, or the first ```yaml block of ``plan.md``.
+    A file over ``MAX_PLAN_BYTES`` is refused before it is read."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_PLAN_BYTES + 1)
+            if len(raw) > MAX_PLAN_BYTES:
+                size = max(len(raw), path.stat().st_size)
+                raise ProtocolError("(file)", over(size, MAX_PLAN_BYTES), source=str(path))
+        text = raw.decode("utf-8")
     except OSError as exc:
-        raise ProtocolError(
-            "(file)", f"a readable plan file ({exc.strerror})", source=str(path)
-        ) from None
+        raise UnreadableFile(str(path), exc.strerror, what="plan file") from None
     except UnicodeDecodeError as exc:
         raise ProtocolError(
             "(file)", f"UTF-8 text (byte {exc.start} is not)", source=str(path)
@@ -74,14 +100,20 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def parse_plan(text: str, *, source: str = "plan", markdown: bool = False) -> Plan:
+    """A plan from its text, checked against ``protocol.limits`` before and after
+    parsing (size first; then nesting, aliases, values, string lengths, tasks)."""
+    size = byte_size(text) if len(text) <= MAX_PLAN_BYTES else len(text)
+    if size > MAX_PLAN_BYTES:
+        raise ProtocolError("(plan)", over(size, MAX_PLAN_BYTES), source=source)
     offset = 0
     if markdown:
         text, offset = _yaml_block(text, source)
     obj = _json_plan(text)
     if obj is None:
-        obj = _yaml_plan(text, offset, source)
+        obj = load_yaml(text, source=source, offset=offset)
     if not isinstance(obj, dict):
         raise ProtocolError("(plan)", "a mapping with a 'tasks' list", source=source)
+    check_plan_shape(obj, source=source)
     return _validate(Plan, obj, source)
 
 
@@ -97,24 +129,6 @@ def _json_plan(text: str) -> Any:
     return obj if isinstance(obj, dict) else None
 
 
-def _yaml_plan(text: str, offset: int, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise ProtocolError("(yaml)", "YAML nested less deeply", source=source) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        position = getattr(exc, "position", None)  # a ReaderError: a character YAML refuses
-        if mark is not None:
-            where = f"line {mark.line + 1 + offset}"
-        elif isinstance(position, int):
-            where = f"line {text.count(chr(10), 0, position) + 1 + offset}"
-        else:
-            where = "(yaml)"
-        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
-        raise ProtocolError(where, f"valid YAML ({problem})", source=source) from None
-
-
 def _yaml_block(text: str, source: str) -> tuple[str, int]:
     lines = text.splitlines()
     for start, line in enumerate(lines):
@@ -128,21 +142,9 @@ def _yaml_block(text: str, source: str) -> tuple[str, int]:
 
 def _decode(data: str | bytes | dict[str, Any], source: str | None) -> Any:
     if not isinstance(data, str | bytes | bytearray):
+        check_depth(data, "(message)", source=source)
         return data  # already decoded; anything but a dict is refused by the caller
-    size = len(data)
-    if isinstance(data, str) and size <= MAX_MESSAGE_BYTES:
-        size = len(data.encode("utf-8", "surrogatepass"))
-    if size > MAX_MESSAGE_BYTES:
-        raise ProtocolError(
-            "(message)", f"at most {MAX_MESSAGE_BYTES} bytes, got {size}", source=source
-        )
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "(bytes)"
-        raise ProtocolError(where, f"valid JSON ({exc})", source=source) from None
-    except RecursionError:
-        raise ProtocolError("(message)", "JSON nested less deeply", source=source) from None
+    return decode_json(data, source=source)
 
 
 def _validate(model: type[_M], data: Any, source: str | None) -> _M:

@@ -6,18 +6,18 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import jsonschema
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id
+from tenure.protocol.limits import check_text
 
 JsonObject = dict[str, Any]
 ResultStatus = Literal["completed", "blocked", "refused", "failed"]
 MAX_EPOCH = 2**53 - 1  # exact in every backend (Redis' Lua numbers are doubles)
 MAX_EPOCH_JUMP = 1_000_000  # how far above the team's counter a member's report may lift a claim
 _ATTEMPT = re.compile(r"[1-9][0-9]*")
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 class Strict(BaseModel):
@@ -32,12 +32,18 @@ class Strict(BaseModel):
 
 
 def check_json_schema(value: JsonObject) -> JsonObject:
-    """Refuse a schema that is itself invalid when the plan loads, not after the work."""
+    """Refuse a schema that is itself invalid when the plan loads, not after the work.
+    (``jsonschema`` is imported here, on the first schema: a member whose tasks carry
+    none never loads it, some 10 MB.)"""
+    import jsonschema
+
     dialect = value.get("$schema")
     if dialect is not None and not isinstance(dialect, str):
         raise ValueError(f"a valid JSON Schema; $schema must be a URI string, got {dialect!r}")
     try:
-        validator = jsonschema.validators.validator_for(value, default=Draft202012Validator)
+        validator = jsonschema.validators.validator_for(
+            value, default=jsonschema.Draft202012Validator
+        )
         validator.check_schema(value)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
@@ -193,7 +199,13 @@ class TaskEnvelope(Strict):
     output_schema: JsonObject | None = None
     executor: str | None = None
     budget: Budget | None = None
+    traceparent: str | None = None  # the sender's span (W3C Trace Context): parenting only
     signature: Signature | None = None  # the team's leadership's (``by: lead``)
+
+    @field_validator("traceparent")
+    @classmethod
+    def _w3c_traceparent(cls, value: str | None) -> str | None:
+        return None if value is None else check_traceparent(value)
 
     @field_validator("output_schema")
     @classmethod
@@ -205,10 +217,27 @@ class TaskEnvelope(Strict):
     def _safe_id(cls, value: str) -> str:
         return check_task_id(value)
 
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str) -> str:
+        return check_text(value, "goal")
+
     @model_validator(mode="after")
     def _key_matches_attempt(self) -> TaskEnvelope:
         check_key(self.task_id, self.idempotency_key, self.attempt)
         return self
+
+
+def check_traceparent(value: str, field: str = "traceparent") -> str:
+    """Refuse anything but a W3C Trace Context ``traceparent`` of version 00: it only
+    ever names a span of the run's trace to parent the receiver's spans."""
+    if not _TRACEPARENT.fullmatch(value):
+        raise ProtocolError(
+            field,
+            "a W3C traceparent, 00-<32 hex trace id>-<16 hex span id>-<2 hex flags> "
+            f"in lowercase, ids not all zero; got {value[:60]!r}",
+        )
+    return value
 
 
 def idempotency_key(task_id: str, attempt: int) -> str:

@@ -37,18 +37,29 @@ def check_task_id(value: object, field: str = "task_id") -> str:
 
 
 def check_team(value: object, field: str = "team") -> str:
-    """A team path such as ``acme/research/pricing``: safe segments joined by '/'."""
+    """A team path such as ``acme/research/pricing``: safe segments joined by '/'.
+
+    One check for every place a team is named (plans, messages, the command line,
+    the members' files): a path is relative, has no empty or '..' segment, and each
+    segment is a safe file name, so ``members/<team>/`` stays inside its directory."""
     if not isinstance(value, str):
         raise ProtocolError(field, f"a string, got {type(value).__name__}")
+    shown = value[:60]
+    if not value:
+        raise ProtocolError(field, f"a team path like acme or acme/research, got {shown!r}")
     if len(value) > MAX_ID_LENGTH * 2:
-        raise ProtocolError(field, f"at most {MAX_ID_LENGTH * 2} characters")
+        raise ProtocolError(field, f"at most {MAX_ID_LENGTH * 2} characters, got {len(value)}")
+    if value.startswith("/"):
+        raise ProtocolError(field, f"a relative team path (no leading '/'), got {shown!r}")
     segments = value.split("/")
     if len(segments) > MAX_TEAM_DEPTH:
         raise ProtocolError(field, f"at most {MAX_TEAM_DEPTH} levels, got {len(segments)}")
+    if "" in segments:
+        raise ProtocolError(field, f"no empty segment ('//' or a trailing '/'), got {shown!r}")
     for segment in segments:
         problem = _segment_problem(segment)
         if problem:
-            raise ProtocolError(field, f"path segments {problem}, got {value[:60]!r}")
+            raise ProtocolError(field, f"each part between '/': {problem}, got {shown!r}")
     return value
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -18,11 +17,10 @@ from tenure.protocol.envelope import (
 )
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team, check_ulid, new_id
+from tenure.protocol.limits import MAX_BODY_BYTES, MAX_SLOTS, json_size, over
 from tenure.protocol.plan import PlanTask
 
 PROTOCOL_VERSION = 1
-MAX_BODY_BYTES = 256 * 1024
-"""Largest JSON body accepted (256 KiB): bigger artifacts travel by reference."""
 
 
 # --- bodies ---------------------------------------------------------------------------
@@ -49,12 +47,14 @@ class MemberJoin(Strict):
     priority: int = 0
     capabilities: list[str] = Field(default_factory=list)
     highest_epoch: int = Field(default=0, ge=0, le=MAX_EPOCH)
+    slots: int = Field(default=1, ge=1, le=MAX_SLOTS)
 
 
 class MemberHeartbeat(Strict):
     member: str = Field(min_length=1)
     highest_epoch: int = Field(default=0, ge=0, le=MAX_EPOCH)
     running: list[str] = Field(default_factory=list)
+    free_slots: int | None = Field(default=None, ge=0, le=MAX_SLOTS)
 
 
 class MemberLeave(Strict):
@@ -112,10 +112,9 @@ def body_size(body: Any) -> int:
     if isinstance(body, BaseModel):
         body = body.model_dump(mode="json", by_alias=True)
     try:
-        text = json.dumps(body, default=str, ensure_ascii=False, separators=(",", ":"))
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise ProtocolError("body", f"a JSON object ({exc})") from None
-    return len(text.encode("utf-8", "surrogatepass"))
+        return json_size(body)
+    except ProtocolError as exc:
+        raise ProtocolError("body", exc.expected) from None
 
 
 # --- header ---------------------------------------------------------------------------
@@ -136,7 +135,7 @@ class _Message(Strict):
         if isinstance(data, dict) and "body" in data:
             size = body_size(data["body"])
             if size > MAX_BODY_BYTES:
-                raise ProtocolError("body", f"at most {MAX_BODY_BYTES} bytes of JSON, got {size}")
+                raise ProtocolError("body", f"{over(size, MAX_BODY_BYTES)} (as compact JSON)")
         return data
 
     @field_validator("id")

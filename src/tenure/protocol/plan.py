@@ -10,9 +10,13 @@ from pydantic import Field, field_validator, model_validator
 from tenure.protocol.envelope import Budget, Check, JsonObject, Spend, Strict, check_json_schema
 from tenure.protocol.errors import ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
+from tenure.protocol.limits import check_text
 from tenure.protocol.policy import check_policies
 
 DEFAULT_MAX_ATTEMPTS = 3
+MAX_DEADLINE_SECONDS = 86_400.0
+"""A task's longest deadline, a day: supervision and a queue claim's invisibility are
+measured in it, and past a day a silent worker is not worth waiting for."""
 SUBTEAM_CAPABILITY = "subteam"  # what a member must offer to lead a nested team
 
 
@@ -26,7 +30,7 @@ class PlanTask(Strict):
     depends_on: list[str] = Field(default_factory=list)
     scope: list[str] = Field(default_factory=list)
     capability: str | None = None
-    deadline_seconds: float = Field(default=300.0, gt=0)
+    deadline_seconds: float = Field(default=300.0, gt=0, le=MAX_DEADLINE_SECONDS)
     input: JsonObject = Field(default_factory=dict)
     output_schema: JsonObject | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=20)
@@ -53,6 +57,11 @@ class PlanTask(Strict):
     def _safe_id(cls, value: str) -> str:
         return check_task_id(value, "id")
 
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str) -> str:
+        return check_text(value, "goal")
+
 
 class SubTeam(Strict):
     """The plan section of a composite task: the nested team's own tasks and policies.
@@ -74,6 +83,11 @@ class SubTeam(Strict):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         return None if value is None else check_team(value, "name")
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str) -> str:
+        return check_text(value, "goal")
 
     @field_validator("policies")
     @classmethod
@@ -135,6 +149,11 @@ class Plan(Strict):
     @classmethod
     def _team(cls, value: str) -> str:
         return check_team(value)
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str) -> str:
+        return check_text(value, "goal")
 
     @field_validator("policies")
     @classmethod

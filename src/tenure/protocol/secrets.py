@@ -26,6 +26,7 @@ defence, not a reason to put secrets where they do not belong.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -51,7 +52,8 @@ _SECRET_QUERY = re.compile(
     re.IGNORECASE,
 )
 # scheme://USERINFO@ where USERINFO holds no '/', '?', '#' or whitespace
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/?#@\s]*)@")
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/?#\s]*)@")
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#\s]+)=(?P<value>[^&#\s]*)")
 
 _lock = threading.Lock()
@@ -72,6 +74,9 @@ def register_secret(value: str | None) -> None:
         with _lock:
             _registered.add(value)
             _memo[0] = None
+        held: frozenset[str] | None = getattr(_pinned, "secrets", None)
+        if held is not None:  # a block that pinned the set sees it too
+            _pinned.secrets = held | {value}
 
 
 def register_url(url: str | None) -> None:
@@ -116,8 +121,10 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
 
 @contextmanager
 def pinned() -> Iterator[frozenset[str]]:
-    """Read the known secrets once and use that set in this thread until the block ends:
-    a store reads them before it takes its write lock, not inside it."""
+    """Read the known secrets once and use that set in this thread until the block ends
+    (plus any :func:`register_secret` adds meanwhile): a store reads them before it
+    takes its write lock, not inside it, and a member once per round or message rather
+    than once per write — reading the environment is the costly part of redaction."""
     outer = getattr(_pinned, "secrets", None)
     _pinned.secrets = known_secrets() if outer is None else outer
     try:
@@ -184,7 +191,27 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
 def redact_value(value: Any, secrets: Iterable[str] | None = None) -> Any:
     """A JSON-like value (strings, lists, dicts: keys too) with every string redacted."""
     chosen = known_secrets() if secrets is None else frozenset(secrets)
+    if _clean(value, chosen):
+        return value
     return _walk(value, chosen)
+
+
+def _clean(value: Any, secrets: frozenset[str]) -> bool:
+    """True when ``value`` surely holds nothing to redact, judged on its JSON text in
+    one pass instead of a walk (most bodies: no URL, no secret). A secret JSON would
+    escape (quotes, backslashes, control characters) is not judged here: walk."""
+    if not isinstance(value, dict | list):
+        return False
+    if any(_JSON_ESCAPED.search(s) for s in secrets):
+        return False
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    if "://" in text:
+        return False
+    pattern = _pattern(secrets)
+    return pattern is None or pattern.search(text) is None
 
 
 def _walk(value: Any, secrets: frozenset[str]) -> Any:

@@ -29,8 +29,10 @@ from tenure.protocol.plan import DEFAULT_MAX_ATTEMPTS, Plan, PlanTask
 from tenure.protocol.policy import check_policies
 
 __all__ = [
+    "SEAL_FIELD",
     "Answer",
     "AttemptData",
+    "Grant",
     "QuorumOutcome",
     "QuorumState",
     "SpendEntry",
@@ -135,6 +137,39 @@ class VoterOf(Strict):
     roles: list[str] = Field(default_factory=list)
 
 
+class ChildRecord(Strict):
+    """A process an attempt's executor started, as the member recorded it: the next
+    holder of the task kills its group if it outlived its member."""
+
+    pid: int = Field(ge=1)
+    pgid: int = Field(ge=1)
+    host: str = Field(max_length=255)
+    boot: str = Field(max_length=64)  # the host's boot id: a pid means nothing after a reboot
+    started: int = Field(ge=0)  # start time in clock ticks after boot, tells a reused pid
+    member: str = Field(max_length=200)
+    attempt: int = Field(ge=0)
+    mark: str = Field(default="", max_length=64)  # the execution's TENURE_RUN_MARK
+
+
+CHILDREN_KEPT = 20
+"""How many child records a task keeps (the newest)."""
+
+SEAL_FIELD = "seal"
+"""The attempt data's field that holds the seal: what its own digest leaves out."""
+
+
+class Grant(Strict):
+    """The leading role's last seal of a task's record, kept by the member that runs the
+    attempt when it seals the record itself: the lead's word that this attempt is that
+    member's. It names the record the lead sealed (its state, version and attempt data
+    digest); the rest of that record is as it stands now."""
+
+    state: str = Field(min_length=1, max_length=20)
+    version: int = Field(ge=1)
+    data: str = Field(min_length=1, max_length=100)  # digest of that record's attempt data
+    seal: Signature
+
+
 class AttemptData(Strict):
     """What the runtime knows about a task's attempts; empty for a new task."""
 
@@ -154,6 +189,9 @@ class AttemptData(Strict):
     branch: str | None = None  # a coding run: the current attempt's branch
     qa_seen: int = Field(default=0, ge=0)  # a coding run: answers copied into the task file
     hooks: dict[str, JsonObject] = Field(default_factory=dict)  # a hook's own state, by name
+    children: list[ChildRecord] = Field(default_factory=list, max_length=CHILDREN_KEPT)
+    grant: Grant | None = None  # the lead's seal its assignee's own writes rest on
+    seal: Signature | None = None  # the writer's, over the record after its write
 
     def with_(self, **changes: Any) -> AttemptData:
         """A copy with ``changes`` applied, validated like any data read from the register."""
