@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress
-from tenure.store import Store, open_store
+from tenure.store import Lease, Store, new_lease_token, open_store
 
 BARRIER_TIMEOUT = 60.0
 GIVE_UP_SECONDS = 30.0
@@ -52,13 +52,14 @@ def claim_loop(
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            lease = store.claim_lease(team, name, ttl)
+            token = new_lease_token()
+            lease = store.claim_lease(team, name, ttl, token=token)
         except Conflict:
             time.sleep(rng.uniform(0, ttl / 4))
             continue
         granted.append((lease.epoch, lease.holder))
         if rng.random() < 0.5:
-            store.release_lease(team, name, lease.epoch)
+            store.release_lease(team, name, lease.epoch, token=token)
     return granted
 
 
@@ -158,3 +159,12 @@ def drain(store: Store, name: str, team: str, queue: str) -> list[int]:
             seen.append(int(delivery.payload["n"]))
             assert store.ack(team, queue, delivery.message_id)
     return seen
+
+
+def seize_once(store: Store, name: str, team: str, holder: str, epoch: int) -> int | None:
+    """Seize the unproven lease ``holder`` holds at ``epoch``; the new epoch, or None."""
+    refused = Lease(team, holder, epoch, 0.0, 0.0)
+    try:
+        return store.seize_lease(team, name, 30.0, over=refused, token=new_lease_token()).epoch
+    except Conflict:
+        return None

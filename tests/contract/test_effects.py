@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.protocol.errors import EffectInProgress, ProtocolError, StaleEpoch
 from tenure.store import Store
 
@@ -13,7 +14,7 @@ KEY = "t1:attempt-1"
 
 
 def epoch_of(store: Store, team: str = TEAM) -> int:
-    return store.claim_lease(team, "leader", 30.0).epoch
+    return store.claim_lease(team, "leader", 30.0, token=LEASE_TOKEN).epoch
 
 
 def test_first_begin_returns_run(store: Store) -> None:
@@ -102,8 +103,8 @@ def test_a_done_key_keeps_its_first_result(store: Store) -> None:
 
 def test_begin_with_a_stale_epoch_is_refused(store: Store) -> None:
     old = epoch_of(store)
-    store.release_lease(TEAM, "leader", old)
-    new = store.claim_lease(TEAM, "leader2", 30.0).epoch
+    store.release_lease(TEAM, "leader", old, token=LEASE_TOKEN)
+    new = store.claim_lease(TEAM, "leader2", 30.0, token=LEASE_TOKEN).epoch
     seq = last_seq(store)
     with pytest.raises(StaleEpoch) as caught:
         store.effect_begin(TEAM, KEY, epoch=old, holder="w1", claim_seconds=10.0)
@@ -119,8 +120,8 @@ def test_begin_with_a_stale_epoch_is_refused_even_when_done(store: Store) -> Non
     old = epoch_of(store)
     store.effect_begin(TEAM, KEY, epoch=old, holder="w1", claim_seconds=10.0)
     store.effect_finish(TEAM, KEY, holder="w1", result="r")
-    store.release_lease(TEAM, "leader", old)
-    store.claim_lease(TEAM, "leader2", 30.0)
+    store.release_lease(TEAM, "leader", old, token=LEASE_TOKEN)
+    store.claim_lease(TEAM, "leader2", 30.0, token=LEASE_TOKEN)
     with pytest.raises(StaleEpoch):
         store.effect_begin(TEAM, KEY, epoch=old, holder="w1", claim_seconds=10.0)
 
@@ -165,3 +166,29 @@ def test_non_positive_claim_seconds_raises_protocol_error(store: Store, seconds:
     assert store.effect_begin(TEAM, KEY, epoch=epoch, holder="w2", claim_seconds=10.0).status == (
         "run"
     )
+
+
+def test_a_live_members_claim_lapses_with_its_heartbeat(store: Store) -> None:
+    """A holder that died mid-effect does not keep the key for the whole claim time."""
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="a")
+    store.effect_begin(TEAM, "k", epoch=0, holder="w1", claim_seconds=60.0)
+    with pytest.raises(EffectInProgress):
+        store.effect_begin(TEAM, "k", epoch=0, holder="w2", claim_seconds=60.0)
+    wait_out()
+    assert store.effect_begin(TEAM, "k", epoch=0, holder="w2", claim_seconds=60.0).status == "run"
+
+
+def test_a_live_members_claim_holds_while_it_beats(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=60.0, incarnation="a")
+    store.effect_begin(TEAM, "k", epoch=0, holder="w1", claim_seconds=60.0)
+    store.heartbeat(TEAM, "w1", ttl=60.0, incarnation="a")
+    with pytest.raises(EffectInProgress):
+        store.effect_begin(TEAM, "k", epoch=0, holder="w2", claim_seconds=60.0)
+
+
+def test_a_claim_of_a_replaced_incarnation_lapses(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="old")
+    store.effect_begin(TEAM, "k", epoch=0, holder="w1", claim_seconds=60.0)
+    wait_out()
+    store.join(TEAM, "w1", ttl=60.0, incarnation="new")
+    assert store.effect_begin(TEAM, "k", epoch=0, holder="w2", claim_seconds=60.0).status == "run"

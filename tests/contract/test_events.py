@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.protocol.errors import Conflict, EffectInProgress, LeaseLost
 from tenure.store import Store
 
@@ -67,9 +68,18 @@ def test_limit_caps_the_page_and_after_pages_on(store: Store) -> None:
     assert [e.seq for e in page] == seqs[3:6]
 
 
+def test_a_limit_below_one_returns_no_events(store: Store) -> None:
+    for i in range(3):
+        store.append_event("t", "x", {"i": i})
+    for limit in (0, -1, -5):
+        assert store.events(limit=limit) == []
+        assert store.events("t", limit=limit) == []
+    assert len(store.events("t", limit=2)) == 2
+
+
 def test_lease_changes_append_events(store: Store) -> None:
-    lease = store.claim_lease(TEAM, "alice", 30.0)
-    store.release_lease(TEAM, "alice", lease.epoch)
+    lease = store.claim_lease(TEAM, "alice", 30.0, token=LEASE_TOKEN)
+    store.release_lease(TEAM, "alice", lease.epoch, token=LEASE_TOKEN)
     claimed, released = store.events(TEAM)
     assert (claimed.kind, claimed.epoch, claimed.data.get("holder")) == (
         "lease.claimed",
@@ -90,7 +100,7 @@ def test_membership_changes_append_events(store: Store) -> None:
 
 
 def test_task_changes_append_events(store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "leader", 30.0).epoch
+    epoch = store.claim_lease(TEAM, "leader", 30.0, token=LEASE_TOKEN).epoch
     seq = last_seq(store)
     store.create_task(TEAM, "t1", epoch=epoch, spec={})
     store.transition(TEAM, "t1", epoch=epoch, expect=["queued"], to="running", assignee="w1")
@@ -105,7 +115,7 @@ def test_task_changes_append_events(store: Store) -> None:
 
 
 def test_effect_changes_append_events(store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "leader", 30.0).epoch
+    epoch = store.claim_lease(TEAM, "leader", 30.0, token=LEASE_TOKEN).epoch
     seq = last_seq(store)
     store.effect_begin(TEAM, "k1", epoch=epoch, holder="w1", claim_seconds=30.0)
     store.effect_abort(TEAM, "k1", holder="w1")
@@ -131,14 +141,14 @@ def test_message_changes_append_events(store: Store) -> None:
 
 
 def test_refused_changes_append_no_event(store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "alice", 30.0).epoch
+    epoch = store.claim_lease(TEAM, "alice", 30.0, token=LEASE_TOKEN).epoch
     store.create_task(TEAM, "t1", epoch=epoch, spec={})
     store.effect_begin(TEAM, "k", epoch=epoch, holder="w1", claim_seconds=30.0)
     seq = last_seq(store)
     with pytest.raises(Conflict):
-        store.claim_lease(TEAM, "bob", 30.0)
+        store.claim_lease(TEAM, "bob", 30.0, token=LEASE_TOKEN)
     with pytest.raises(LeaseLost):
-        store.renew_lease(TEAM, "bob", epoch, 30.0)
+        store.renew_lease(TEAM, "bob", epoch, 30.0, token=LEASE_TOKEN)
     with pytest.raises(Conflict):
         store.create_task(TEAM, "t1", epoch=epoch, spec={})
     with pytest.raises(Conflict):
@@ -149,7 +159,7 @@ def test_refused_changes_append_no_event(store: Store) -> None:
 
 
 def test_teams_lists_every_team_with_state(store: Store) -> None:
-    store.claim_lease("team-x", "alice", 30.0)
+    store.claim_lease("team-x", "alice", 30.0, token=LEASE_TOKEN)
     store.join("team-y", "m1", ttl=30.0)
     assert {"team-x", "team-y"} <= set(store.teams())
 
@@ -190,7 +200,7 @@ def test_trim_events_deletes_only_that_teams_older_events(store: Store) -> None:
 
 
 def test_trimmed_events_leave_the_register_and_new_events_alone(store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "alice", 30.0).epoch
+    epoch = store.claim_lease(TEAM, "alice", 30.0, token=LEASE_TOKEN).epoch
     store.create_task(TEAM, "t1", epoch=epoch, spec={})
     newest = store.last_event_seq(TEAM)
     assert store.trim_events(TEAM, before_seq=newest + 1) >= 2  # lease claim, task created

@@ -6,10 +6,11 @@ import time
 
 import pytest
 
-from tenure.protocol.errors import NotFound, ProtocolError
+from conftest import LEASE_TOKEN
+from tenure.protocol.errors import MemberIdTaken, NotFound, ProtocolError
 from tenure.store import Store
 
-from ._support import OTHER_TEAM, SHORT_TTL, TEAM, wait_out
+from ._support import OTHER_TEAM, SHORT_TTL, TEAM, kinds, last_seq, wait_out
 
 
 def test_join_records_priority_capabilities_and_epoch(store: Store) -> None:
@@ -103,7 +104,7 @@ def test_rejoining_a_live_member_never_lowers_its_highest_epoch(store: Store) ->
     assert store.join(TEAM, "m1", ttl=10.0, highest_epoch=4).highest_epoch == 9
     [listed] = store.members(TEAM)
     assert listed.highest_epoch == 9
-    assert store.claim_lease(TEAM, "leader", 10.0).epoch == 10
+    assert store.claim_lease(TEAM, "leader", 10.0, token=LEASE_TOKEN).epoch == 10
 
 
 def test_leave_removes_a_member_at_once(store: Store) -> None:
@@ -149,3 +150,76 @@ def test_heartbeat_with_non_positive_ttl_raises_protocol_error(store: Store) -> 
     with pytest.raises(ProtocolError) as caught:
         store.heartbeat(TEAM, "m1", ttl=0)
     assert caught.value.field == "ttl"
+
+
+# --- a live member id belongs to one incarnation -------------------------------------------
+
+
+def test_join_under_a_live_id_of_another_incarnation_is_refused(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=10.0, priority=1, incarnation="first")
+    before = last_seq(store, TEAM)
+    with pytest.raises(MemberIdTaken) as caught:
+        store.join(TEAM, "w1", ttl=10.0, priority=9, incarnation="second")
+    line = str(caught.value)
+    assert line.startswith(f"member id w1 is live in team {TEAM} (last heartbeat ")
+    assert "choose another --member or wait" in line
+    assert 9.0 <= caught.value.wait <= 10.0 and caught.value.beat_ago < 5.0
+    # nothing changed: the holder keeps its priority, no join was recorded
+    [listed] = store.members(TEAM)
+    assert (listed.priority, listed.incarnation) == (1, "first")
+    assert kinds(store, after=before) == []
+
+
+def test_a_member_renews_and_rejoins_under_its_own_incarnation(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=10.0, incarnation="mine")
+    assert store.heartbeat(TEAM, "w1", ttl=10.0, incarnation="mine").incarnation == "mine"
+    rejoined = store.join(TEAM, "w1", ttl=10.0, priority=4, incarnation="mine")
+    assert rejoined.priority == 4
+    [listed] = store.members(TEAM)
+    assert listed.incarnation == "mine" and listed.beat_at > 0
+
+
+def test_heartbeat_of_another_incarnation_is_refused(store: Store) -> None:
+    """An impostor holding our id after our heartbeat lapsed: our renewal is told apart."""
+    store.join(TEAM, "w1", ttl=10.0, incarnation="impostor")
+    with pytest.raises(MemberIdTaken):
+        store.heartbeat(TEAM, "w1", ttl=10.0, incarnation="original")
+    [listed] = store.members(TEAM)
+    assert listed.incarnation == "impostor"
+
+
+def test_an_id_is_free_again_once_its_heartbeat_lapsed(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="old")
+    wait_out()
+    store.join(TEAM, "w1", ttl=10.0, incarnation="new")
+    [listed] = store.members(TEAM)
+    assert listed.incarnation == "new"
+    with pytest.raises(MemberIdTaken):  # the old one's renewal is refused, and its rejoin
+        store.heartbeat(TEAM, "w1", ttl=10.0, incarnation="old")
+    with pytest.raises(MemberIdTaken):
+        store.join(TEAM, "w1", ttl=10.0, incarnation="old")
+
+
+def test_an_id_is_free_again_once_its_member_left(store: Store) -> None:
+    store.join(TEAM, "w1", ttl=10.0, incarnation="old")
+    store.leave(TEAM, "w1")
+    assert store.join(TEAM, "w1", ttl=10.0, incarnation="new").incarnation == "new"
+
+
+def test_of_three_concurrent_joins_under_one_id_exactly_one_wins(store_url: str) -> None:
+    """Each join on its own connection, all at once: the store, not timing, decides."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tenure.store import open_store
+
+    def attempt(n: int) -> bool:
+        with open_store(store_url) as mine:
+            try:
+                mine.join(TEAM, "w1", ttl=10.0, incarnation=f"process-{n}")
+            except MemberIdTaken:
+                return False
+            return True
+
+    with ThreadPoolExecutor(3) as pool:
+        won = list(pool.map(attempt, range(3)))
+    assert won.count(True) == 1

@@ -237,3 +237,62 @@ def test_drop_dead_letters_deletes_only_the_dead_of_that_queue(store: Store) -> 
     assert store.dead_letters(TEAM) == []
     assert store.drop_dead_letters(TEAM) == 0
     assert store.ack(TEAM, Q, live) is True  # a live message is untouched
+
+
+# --- a hold is tied to its holder's liveness ------------------------------------------------
+
+
+def test_a_message_held_by_a_member_comes_back_once_its_heartbeat_lapses(store: Store) -> None:
+    """Not after the visibility timeout: the member it was delivered to is gone."""
+    message_id = store.send(TEAM, Q, {"i": 1})
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="a")
+    store.join(TEAM, "w2", ttl=LONG, incarnation="b")
+    [held] = store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    assert store.receive(TEAM, Q, consumer="w2", visibility_timeout=LONG) == []
+    wait_out()
+    [back] = store.receive(TEAM, Q, consumer="w2", visibility_timeout=LONG)
+    assert (back.message_id, back.delivery_count) == (held.message_id, 2) == (message_id, 2)
+    # and now w2 holds it, live: nobody else gets it
+    assert store.receive(TEAM, Q, consumer="w3", visibility_timeout=LONG) == []
+
+
+def test_a_message_held_by_a_member_that_left_comes_back_at_once(store: Store) -> None:
+    store.send(TEAM, Q, {"i": 1})
+    store.join(TEAM, "w1", ttl=LONG, incarnation="a")
+    store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    store.leave(TEAM, "w1")
+    assert len(store.receive(TEAM, Q, consumer="w2", visibility_timeout=LONG)) == 1
+
+
+def test_a_message_held_by_a_replaced_incarnation_comes_back(store: Store) -> None:
+    """The id restarted under a new incarnation: what the old one held is not its own."""
+    store.send(TEAM, Q, {"i": 1})
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="old")
+    store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    wait_out()
+    store.join(TEAM, "w1", ttl=LONG, incarnation="new")
+    [again] = store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    assert again.delivery_count == 2
+
+
+def test_a_message_held_by_a_live_member_stays_invisible(store: Store) -> None:
+    store.send(TEAM, Q, {"i": 1})
+    store.join(TEAM, "w1", ttl=LONG, incarnation="a")
+    store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    store.heartbeat(TEAM, "w1", ttl=LONG, incarnation="a")
+    assert store.receive(TEAM, Q, consumer="w2", visibility_timeout=LONG) == []
+
+
+def test_a_message_held_by_a_non_member_keeps_its_visibility_timeout(store: Store) -> None:
+    store.send(TEAM, Q, {"i": 1})
+    store.receive(TEAM, Q, consumer="not-a-member", visibility_timeout=LONG)
+    assert store.receive(TEAM, Q, consumer="c2", visibility_timeout=LONG) == []
+
+
+def test_an_acked_message_of_a_lapsed_member_never_comes_back(store: Store) -> None:
+    message_id = store.send(TEAM, Q, {"i": 1})
+    store.join(TEAM, "w1", ttl=SHORT_TTL, incarnation="a")
+    store.receive(TEAM, Q, consumer="w1", visibility_timeout=LONG)
+    assert store.ack(TEAM, Q, message_id)
+    wait_out()
+    assert store.receive(TEAM, Q, consumer="w2", visibility_timeout=LONG) == []

@@ -28,6 +28,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from conftest import LEASE_TOKEN
 from tenure.protocol.errors import Conflict, EffectInProgress, LeaseLost, NotFound, StaleEpoch
 from tenure.store import ALLOWED_TRANSITIONS, TASK_STATES, Store, TaskRecord, TaskState, open_store
 
@@ -199,7 +200,9 @@ class CoordinationMachine(TwoHandles):
         ttl = SHORT if short else LONG
         expected = max(self.counter, at_least, max(self.members.values(), default=0)) + 1
         out = timed(
-            lambda: self.handles[handle].claim_lease(self.team, holder, ttl, at_least=at_least)
+            lambda: self.handles[handle].claim_lease(
+                self.team, holder, ttl, at_least=at_least, token=LEASE_TOKEN
+            )
         )
         status = self.lease_status(out.started, out.ended)
         if out.error is not None:
@@ -236,7 +239,11 @@ class CoordinationMachine(TwoHandles):
         ttl = SHORT if short else LONG
         holder, epoch = self.holder_and_epoch(pick, holder, delta)
         held = self.lease is not None and (self.lease.holder, self.lease.epoch) == (holder, epoch)
-        out = timed(lambda: self.handles[handle].renew_lease(self.team, holder, epoch, ttl))
+        out = timed(
+            lambda: self.handles[handle].renew_lease(
+                self.team, holder, epoch, ttl, token=LEASE_TOKEN
+            )
+        )
         status = self.lease_status(out.started, out.ended)
         if out.error is not None:
             assert isinstance(out.error, LeaseLost), out.error
@@ -258,7 +265,9 @@ class CoordinationMachine(TwoHandles):
     def release(self, handle: int, pick: int, holder: str, delta: int) -> None:
         holder, epoch = self.holder_and_epoch(pick, holder, delta)
         held = self.lease is not None and (self.lease.holder, self.lease.epoch) == (holder, epoch)
-        out = timed(lambda: self.handles[handle].release_lease(self.team, holder, epoch))
+        out = timed(
+            lambda: self.handles[handle].release_lease(self.team, holder, epoch, token=LEASE_TOKEN)
+        )
         status = self.lease_status(out.started, out.ended)
         if out.value:
             assert held, "released a lease not held"

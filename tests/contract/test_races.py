@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.store import Store
 
 from . import _workers
@@ -117,7 +118,7 @@ def test_processes_racing_for_one_lease_never_share_an_epoch(store_url: str, sto
 def test_processes_racing_one_transition_have_exactly_one_winner(
     store_url: str, store: Store
 ) -> None:
-    epoch = store.claim_lease(TEAM, "leader", 60.0).epoch
+    epoch = store.claim_lease(TEAM, "leader", 60.0, token=LEASE_TOKEN).epoch
     task_ids = [f"t{n}" for n in range(30)]
     for task_id in task_ids:
         assert store.create_task(TEAM, task_id, epoch=epoch, spec={}).version == 1
@@ -132,7 +133,7 @@ def test_processes_racing_one_transition_have_exactly_one_winner(
 
 
 def test_processes_racing_compare_and_set_lose_no_update(store_url: str, store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "leader", 60.0).epoch
+    epoch = store.claim_lease(TEAM, "leader", 60.0, token=LEASE_TOKEN).epoch
     created = store.create_task(TEAM, "counter", epoch=epoch, spec={}, state="running")
     target = 60
     results = race(store_url, _workers.increment_loop, 4, TEAM, "counter", epoch, target)
@@ -151,7 +152,7 @@ def test_processes_racing_compare_and_set_lose_no_update(store_url: str, store: 
 
 
 def test_processes_racing_one_effect_run_it_once(store_url: str, store: Store) -> None:
-    epoch = store.claim_lease(TEAM, "leader", 60.0).epoch
+    epoch = store.claim_lease(TEAM, "leader", 60.0, token=LEASE_TOKEN).epoch
     keys = [f"t{n}:attempt-1" for n in range(25)]
     results = race(store_url, _workers.effect_keys, 5, TEAM, epoch, keys)
     for key in keys:
@@ -178,3 +179,16 @@ def test_consumers_draining_one_queue_process_each_message_once(
     assert sum(1 for got in results.values() if got) > 1, "only one consumer got work"
     assert store.receive(TEAM, "work", consumer="check", visibility_timeout=1.0) == []
     assert store.dead_letters(TEAM) == []
+
+
+def test_processes_seizing_one_refused_lease_have_exactly_one_winner(
+    store_url: str, store: Store
+) -> None:
+    forged = store.claim_lease(TEAM, "mallory", 60.0, token=LEASE_TOKEN)
+    results = race(store_url, _workers.seize_once, 6, TEAM, forged.holder, forged.epoch)
+    winners = {name: epoch for name, epoch in results.items() if epoch is not None}
+    assert len(winners) == 1, f"more than one seized the lease: {winners}"
+    [(name, epoch)] = winners.items()
+    current = store.current_lease(TEAM)
+    assert current is not None and (current.holder, current.epoch) == (name, forged.epoch + 1)
+    assert epoch == forged.epoch + 1 == store.current_epoch(TEAM)

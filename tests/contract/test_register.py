@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.protocol.errors import Conflict, NotFound, StaleEpoch
 from tenure.store import ALLOWED_TRANSITIONS, TASK_STATES, Store, TaskState
 
@@ -16,8 +17,8 @@ def lead(store: Store, holder: str = "leader", *, team: str = TEAM) -> int:
     """Take the lease (releasing any earlier one of ours) and return the new epoch."""
     current = store.current_lease(team)
     if current is not None:
-        store.release_lease(team, current.holder, current.epoch)
-    return store.claim_lease(team, holder, 30.0).epoch
+        store.release_lease(team, current.holder, current.epoch, token=LEASE_TOKEN)
+    return store.claim_lease(team, holder, 30.0, token=LEASE_TOKEN).epoch
 
 
 SPEC = {"goal": "write the parser", "checks": [{"cmd": "pytest", "exit": 0}], "n": 1.5}
@@ -246,7 +247,7 @@ def test_transition_with_stale_epoch_raises_and_changes_nothing(store: Store) ->
 
 
 def test_stale_epoch_is_refused_even_for_a_long_gone_epoch(store: Store) -> None:
-    store.claim_lease(TEAM, "leader", 30.0, at_least=99)
+    store.claim_lease(TEAM, "leader", 30.0, at_least=99, token=LEASE_TOKEN)
     store.create_task(TEAM, "t1", epoch=100, spec={})
     for epoch in (0, 1, 99):
         with pytest.raises(StaleEpoch):
@@ -402,3 +403,38 @@ def test_conflicting_transition_with_spec_changes_nothing(store: Store) -> None:
         store.transition(TEAM, "t1", epoch=epoch, expect=["running"], to="done", spec=NEW_SPEC)
     assert store.get_task(TEAM, "t1") == before
     assert store.events(TEAM, after=seq) == []
+
+
+# --- clearing the register (a fresh start) --------------------------------------------
+
+
+def test_clear_tasks_removes_the_teams_tasks_and_nothing_else(store: Store) -> None:
+    epoch = lead(store)
+    store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)
+    done = store.create_task(TEAM, "t2", epoch=epoch, spec=SPEC)
+    store.transition(TEAM, "t2", epoch=epoch, expect=["queued"], to="cancelled", version=done.version)
+    store.create_task(OTHER_TEAM, "t1", epoch=lead(store, team=OTHER_TEAM), spec=SPEC)
+    ticket = store.effect_begin(TEAM, "t1:attempt-1", epoch=epoch, holder="w", claim_seconds=30)
+    assert ticket.status == "run"
+    store.effect_finish(TEAM, "t1:attempt-1", holder="w", result={"ok": True})
+    assert store.clear_tasks(TEAM, epoch=epoch) == 2
+    assert store.tasks(TEAM) == []
+    with pytest.raises(NotFound):
+        store.get_task(TEAM, "t1")
+    assert [t.task_id for t in store.tasks(OTHER_TEAM)] == ["t1"]
+    recorded = store.effect_lookup(TEAM, "t1:attempt-1")  # the ledger keeps every key
+    assert recorded is not None and recorded.result == {"ok": True}
+    assert store.current_epoch(TEAM) == epoch
+    again = store.create_task(TEAM, "t1", epoch=epoch, spec=SPEC)  # the id is free again
+    assert again.version == 1 and again.attempt == 0
+    kinds = [e.kind for e in store.events(TEAM, limit=1000)]
+    assert "register.cleared" in kinds
+
+
+def test_clear_tasks_with_a_stale_epoch_changes_nothing(store: Store) -> None:
+    old = lead(store)
+    store.create_task(TEAM, "t1", epoch=old, spec=SPEC)
+    lead(store, "successor")
+    with pytest.raises(StaleEpoch):
+        store.clear_tasks(TEAM, epoch=old)
+    assert [t.task_id for t in store.tasks(TEAM)] == ["t1"]

@@ -6,6 +6,7 @@ from tenure.store.base import (
     Store,
     check_cas,
     check_epoch,
+    new_lease_token,
     next_epoch,
 )
 from tenure.store.clock import ManualClock
@@ -42,6 +43,7 @@ __all__ = [
     "check_cas",
     "check_epoch",
     "default_url",
+    "new_lease_token",
     "next_epoch",
     "open_store",
 ]

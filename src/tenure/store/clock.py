@@ -5,7 +5,7 @@ test says so, without sleeping::
 
     clock = ManualClock()
     store = MemoryStore(clock=clock)
-    lease = store.claim_lease("team", "lead", ttl=10)
+    lease = store.claim_lease("team", "lead", ttl=10, token="a-token-only-its-holder-knows")
     clock.advance(10)
     assert store.current_lease("team") is None
 """

@@ -32,17 +32,29 @@ ALLOWED_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """Who leads a team, at which epoch, until when (store clock, seconds)."""
+    """Who leads a team, at which epoch, until when (store clock, seconds).
+
+    ``proof`` is what the holder attached after claiming (``prove_lease``): the
+    store keeps it and never reads it; members check it (``coord.lease_proof``).
+    ``claimed_at`` (store clock) tells a fresh lease, not yet proved, from one
+    whose holder never proves it."""
 
     team: str
     holder: str
     epoch: int
     expires_at: float
     ttl: float
+    claimed_at: float = 0.0
+    proof: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """A live member. ``incarnation`` tells one process holding the id from another
+    (empty for a member that joined without one); ``beat_at`` is its last join or
+    heartbeat (store clock). ``slots`` is how many attempts it runs at once (1 unless
+    it said more), ``free_slots`` how many of them it said were free at that beat."""
+
     team: str
     member_id: str
     priority: int
@@ -50,6 +62,10 @@ class Member:
     highest_epoch: int
     joined_at: float
     expires_at: float
+    incarnation: str = ""
+    beat_at: float = 0.0
+    slots: int = 1
+    free_slots: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +106,9 @@ class Delivery:
     payload: dict[str, Any]
     delivery_count: int
     sent_at: float
+    problem: str | None = None
+    """Why the stored payload could not be decoded (``payload`` is then ``{}``): the
+    delivery was counted all the same, so it is dead-lettered in the end."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Self
 
 from tenure.protocol.errors import ConfigError, ProtocolError, StaleEpoch
@@ -45,12 +46,25 @@ class MemoryBase(Store):
     def close(self) -> None:
         """Nothing to release; a named store's state stays for the next ``open_store``."""
 
+    def _atomic(self) -> AbstractContextManager[object]:
+        return self.memory.lock
+
     # --- shared by the mixins (call with ``self.memory.lock`` held) ----------------------
 
     def _fence(self, team: str, epoch: int) -> None:
         current = self.memory.team(team).epoch
         if epoch < current:
             raise StaleEpoch(team, epoch, current)
+
+    def _tie(self, team: str, holder: str, now: float) -> str | None:
+        """The incarnation a hold by ``holder`` is tied to: its live one, or None when
+        it is no live member (then only the plain timeout ends the hold)."""
+        member = self.memory.team(team).members.get(holder)
+        return member.incarnation if member is not None and member.expires_at > now else None
+
+    def _holder_gone(self, team: str, holder: str, tie: str | None, now: float) -> bool:
+        """True once a hold tied to ``tie`` outlived its holder's incarnation."""
+        return tie is not None and self._tie(team, holder, now) != tie
 
     def _event(
         self, team: str, kind: str, data: dict[str, Any], epoch: int | None, *, at: float

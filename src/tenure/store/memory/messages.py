@@ -2,35 +2,50 @@
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
-from tenure.store.memory.core import MemoryBase, dumps, loads, positive
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.memory.core import MemoryBase, dumps, positive
 from tenure.store.memory.state import EventRow, MessageRow
+from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
+
+RECHECK = 0.05
+"""Seconds a waiting receive goes without looking when nothing was sent: how late it
+may notice a message whose visibility timeout ran out."""
 
 
 class MessagesMixin(MemoryBase):
     def send(self, team: str, queue: str, payload: dict[str, Any]) -> str:
-        text = dumps(payload)
-        epoch = payload.get("epoch") if isinstance(payload, dict) else None
-        kind = payload.get("type") if isinstance(payload, dict) else None
-        message_id = new_id()
+        return self.send_many(team, queue, [payload])[0]
+
+    def send_many(self, team: str, queue: str, payloads: Sequence[dict[str, Any]]) -> list[str]:
+        texts = [payload_text(payload, dumps) for payload in payloads]  # all checked first
+        ids = [new_id() for _ in payloads]
+        if not ids:
+            return ids
         with self.memory.lock:
             now = self.now()
-            self.memory.message_seq += 1
-            row = MessageRow(self.memory.message_seq, message_id, queue, text, now, now)
-            self.memory.team(team).queues.setdefault(queue, {})[message_id] = row
-            self._event(
-                team,
-                "message.sent",
-                {"id": message_id, "queue": queue, "type": kind},
-                epoch if isinstance(epoch, int) else None,
-                at=now,
-            )
-        return message_id
+            rows = self.memory.team(team).queues.setdefault(queue, {})
+            for message_id, text, payload in zip(ids, texts, payloads, strict=True):
+                self.memory.message_seq += 1
+                rows[message_id] = MessageRow(
+                    self.memory.message_seq, message_id, queue, text, now, now
+                )
+                epoch = payload.get("epoch")
+                self._event(
+                    team,
+                    "message.sent",
+                    {"id": message_id, "queue": queue, "type": payload.get("type")},
+                    epoch if isinstance(epoch, int) else None,
+                    at=now,
+                )
+            self.memory.sent.notify_all()
+        return ids
 
     def receive(
         self,
@@ -41,8 +56,31 @@ class MessagesMixin(MemoryBase):
         visibility_timeout: float,
         max_messages: int = 1,
         max_deliveries: int = DEFAULT_MAX_DELIVERIES,
+        wait: float = 0.0,
     ) -> list[Delivery]:
         positive("visibility_timeout", visibility_timeout)
+        deadline = time.monotonic() + check_wait(wait)
+        with self.memory.lock:
+            while True:
+                delivered = self._receive_now(
+                    team, queue, consumer, visibility_timeout, max_messages, max_deliveries
+                )
+                remaining = deadline - time.monotonic()
+                if delivered or remaining <= 0:
+                    return delivered
+                # woken by a send or a give-back; the clock (visibility timeouts, a
+                # consumer's heartbeat running out) is looked at every RECHECK
+                self.memory.sent.wait(min(remaining, RECHECK))
+
+    def _receive_now(
+        self,
+        team: str,
+        queue: str,
+        consumer: str,
+        visibility_timeout: float,
+        max_messages: int,
+        max_deliveries: int,
+    ) -> list[Delivery]:
         delivered: list[Delivery] = []
         with self.memory.lock:
             now = self.now()
@@ -51,7 +89,7 @@ class MessagesMixin(MemoryBase):
             for row in list(rows.values()):  # in send order: FIFO
                 if len(delivered) >= max_messages:
                     break
-                if row.visible_at > now:
+                if row.visible_at > now and not self._holder_gone(team, row.consumer, row.tie, now):
                     continue
                 if row.deliveries >= max_deliveries:
                     del rows[row.message_id]
@@ -66,6 +104,7 @@ class MessagesMixin(MemoryBase):
                     continue
                 row.deliveries += 1
                 row.visible_at = now + visibility_timeout
+                row.consumer, row.tie = consumer, self._tie(team, consumer, now)
                 delivered.append(_delivery(row))
         return delivered
 
@@ -73,6 +112,15 @@ class MessagesMixin(MemoryBase):
         with self.memory.lock:
             rows = self.memory.team(team).queues.get(queue, {})
             return rows.pop(message_id, None) is not None
+
+    def release(self, team: str, queue: str, message_id: str) -> bool:
+        with self.memory.lock:
+            row = self.memory.team(team).queues.get(queue, {}).get(message_id)
+            if row is None or not row.deliveries:
+                return False
+            row.visible_at = self.now()
+            self.memory.sent.notify_all()
+            return True
 
     def dead_letters(self, team: str, queue: str | None = None) -> list[Delivery]:
         with self.memory.lock:
@@ -95,6 +143,7 @@ class MessagesMixin(MemoryBase):
     ) -> int:
         if epoch is not None:
             check_epoch("epoch", epoch)
+        check_event_data(data)
         with self.memory.lock:
             return self._event(team, kind, data, epoch, at=self.now())
 
@@ -130,8 +179,9 @@ class MessagesMixin(MemoryBase):
 
 
 def _delivery(row: MessageRow) -> Delivery:
-    return Delivery(row.message_id, row.queue, loads(row.payload), row.deliveries, row.sent_at)
+    payload, problem = read_payload(row.payload)
+    return Delivery(row.message_id, row.queue, payload, row.deliveries, row.sent_at, problem)
 
 
 def _event(row: EventRow) -> Event:
-    return Event(row.seq, row.team, row.kind, row.at, row.epoch, loads(row.data))
+    return Event(row.seq, row.team, row.kind, row.at, row.epoch, read_event_data(row.data))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
@@ -37,6 +37,36 @@ class RegisterMixin(MemoryBase):
             tasks[task_id] = row
             self._event(team, "task.created", {"task_id": task_id, "state": state}, epoch, at=now)
             return _record(team, task_id, row)
+
+    def create_tasks(
+        self, team: str, tasks: Sequence[tuple[str, dict[str, Any]]], *, epoch: int
+    ) -> list[TaskRecord]:
+        check_epoch("epoch", epoch)
+        rows = [(task_id, dumps(spec)) for task_id, spec in tasks]  # may refuse: before writes
+        with self.memory.lock:
+            self._fence(team, epoch)
+            registered = self.memory.team(team).tasks
+            now = self.now()
+            created = []
+            for task_id, spec in rows:
+                if task_id in registered:
+                    continue
+                row = TaskRow("queued", 1, epoch, 0, None, spec, None, "", "{}", now, now)
+                registered[task_id] = row
+                data = {"task_id": task_id, "state": "queued"}
+                self._event(team, "task.created", data, epoch, at=now)
+                created.append(_record(team, task_id, row))
+            return created
+
+    def clear_tasks(self, team: str, *, epoch: int) -> int:
+        check_epoch("epoch", epoch)
+        with self.memory.lock:
+            self._fence(team, epoch)
+            tasks = self.memory.team(team).tasks
+            count = len(tasks)
+            tasks.clear()
+            self._event(team, "register.cleared", {"count": count}, epoch, at=self.now())
+            return count
 
     def transition(
         self,
@@ -78,10 +108,17 @@ class RegisterMixin(MemoryBase):
             for name, value in stored.items():
                 setattr(row, name, value)
             row.state, row.version, row.epoch, row.updated_at = to, row.version + 1, epoch, now
-            event: dict[str, Any] = {"task_id": task_id, "from": before, "to": to}
+            event: dict[str, Any] = {
+                "task_id": task_id,
+                "from": before,
+                "to": to,
+                "version": row.version,
+            }
             event.update({k: v for k, v in given.items() if k not in _QUIET_FIELDS})
             if "spec" in given:
                 event["spec"] = True
+            if "data" in given:
+                event["data"] = True
             self._event(team, "task.transition", event, epoch, at=now)
             return _record(team, task_id, row)
 
@@ -114,9 +151,15 @@ class RegisterMixin(MemoryBase):
             row = effects.get(key)
             if row is not None and row.status == "done":
                 return EffectTicket(key, "done", loads(row.result or "null"))
-            if row is not None and row.holder != holder and row.claim_expires > now:
-                raise EffectInProgress(f"effect {key!r} is being run by {row.holder!r}")
-            effects[key] = EffectRow("running", holder, now + claim_seconds, epoch)
+            if (
+                row is not None
+                and row.holder != holder
+                and row.claim_expires > now
+                and not self._holder_gone(team, row.holder, row.tie, now)
+            ):
+                raise EffectInProgress(key, row.holder)
+            tie = self._tie(team, holder, now)
+            effects[key] = EffectRow("running", holder, now + claim_seconds, epoch, tie=tie)
             self._event(team, "effect.claimed", {"key": key, "holder": holder}, epoch, at=now)
             return EffectTicket(key, "run")
 

@@ -42,6 +42,7 @@ class EffectRow:
     claim_expires: float
     epoch: int
     result: str | None = None
+    tie: str | None = None  # the holder's incarnation when it claimed, if a live member
 
 
 @dataclass(slots=True)
@@ -53,6 +54,8 @@ class MessageRow:
     sent_at: float
     visible_at: float
     deliveries: int = 0
+    consumer: str = ""
+    tie: str | None = None  # the consumer's incarnation when delivered, if a live member
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class TeamState:
 
     epoch: int = 0
     lease: Lease | None = None
+    token_hash: str | None = None  # of the lease holder's token (``store.base.token_hash``)
     members: dict[str, Member] = field(default_factory=dict)
     tasks: dict[str, TaskRow] = field(default_factory=dict)  # in creation order
     effects: dict[str, EffectRow] = field(default_factory=dict)
@@ -87,6 +91,9 @@ class Memory:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or time.time
         self.lock = threading.RLock()
+        self.sent = threading.Condition(self.lock)
+        """Notified when a message becomes deliverable (sent, given back): a waiting
+        ``receive`` wakes on it."""
         self.teams: dict[str, TeamState] = {}
         self.events: list[EventRow] = []  # every team's, in seq order
         self.event_seq = 0

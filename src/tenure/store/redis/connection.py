@@ -16,7 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tenure.protocol.errors import ConfigError, StoreUnavailable
+from tenure.protocol.errors import ConfigError, StoreUnavailable, StoreUnreachable
 from tenure.protocol.secrets import redact_url, register_url
 
 DEFAULT_PREFIX = "tenure"
@@ -90,22 +90,27 @@ def make_client(target: Target) -> Any:
 
 @contextmanager
 def translated(safe_url: str) -> Iterator[None]:
-    """Turn every redis-py exception into ``StoreUnavailable`` naming the (redacted) URL."""
+    """Turn every redis-py exception into ``StoreUnavailable`` naming the (redacted) URL;
+    a server that did not answer (refused, cut, timed out, still loading) is
+    ``StoreUnreachable``, worth waiting for."""
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise StoreUnavailable(f"cannot reach Redis at {safe_url}: {exc}") from exc
+        raise StoreUnreachable(f"cannot reach Redis at {safe_url}: {exc}") from exc
     except redis.RedisError as exc:
         raise StoreUnavailable(f"Redis at {safe_url} failed: {exc}") from exc
     except OSError as exc:  # a socket error redis-py did not wrap
-        raise StoreUnavailable(f"cannot reach Redis at {safe_url}: {exc}") from exc
+        raise StoreUnreachable(f"cannot reach Redis at {safe_url}: {exc}") from exc
 
 
 class Keys:
     """Every key this store touches, under ``<prefix>:`` then ``{<team>}``.
 
-    Store-wide: ``seq`` (event counter), ``events`` (stream of all teams),
-    ``teams`` (set). Per team: ``events``, ``team`` (hash: epoch counter and
+    Store-wide: ``seq`` (event counter), ``teams`` (set: a team is added with its
+    first event), ``identity`` (the token drawn when the store was made), and
+    ``events``, the stream of all teams that earlier versions wrote beside each
+    team's (no longer written: every event is one entry of its team's stream, and a
+    read of all teams merges them by seq). Per team: ``events``, ``team`` (hash: epoch counter and
     lease), ``m:exp`` / ``m:high`` / ``m:info`` (members), ``tasks`` (creation
     order), ``task:<id>``, ``fx:<key>``, ``q:<queue>`` / ``qv:<queue>`` (stream
     and visibility deadlines), ``dead`` (dead letters of every queue).
@@ -116,9 +121,28 @@ class Keys:
         self.seq = f"{prefix}:seq"
         self.events = f"{prefix}:events"
         self.teams = f"{prefix}:teams"
+        self.identity = f"{prefix}:identity"
 
     def team(self, team: str, suffix: str) -> str:
         return f"{self.prefix}:{{{team}}}:{suffix}"
+
+    def task(self, team: str, task_id: str) -> str:
+        return self.team(team, f"task:{task_id}")
+
+    def effect(self, team: str, key: str) -> str:
+        return self.team(team, f"fx:{key}")
+
+    def queue(self, team: str, queue: str) -> str:
+        """A queue's stream; its visibility zset and holders hash are ``queue_keys``."""
+        return self.team(team, f"q:{queue}")
+
+    def queue_keys(self, team: str, queue: str) -> list[str]:
+        """The stream, the visibility zset (id -> visible again at) and the holders hash."""
+        return [
+            self.queue(team, queue),
+            self.team(team, f"qv:{queue}"),
+            self.team(team, f"qh:{queue}"),
+        ]
 
     def common(self, team: str) -> list[str]:
         """The five keys every script starts with (see ``scripts.PRELUDE``)."""

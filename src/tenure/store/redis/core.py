@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Self
 
@@ -10,7 +11,7 @@ from tenure.protocol.errors import ProtocolError, StaleEpoch, StoreUnavailable
 from tenure.protocol.secrets import redact_value
 from tenure.store.base import Store
 from tenure.store.redis.connection import Keys, make_client, parse_url, translated
-from tenure.store.redis.scripts import PRELUDE, SCRIPTS
+from tenure.store.redis.scripts import SCRIPTS, script_body
 
 MICRO = 1_000_000
 MAX_SECONDS = 100 * 365 * 24 * 3600
@@ -30,9 +31,10 @@ class RedisBase(Store):
         self.prefix = self.target.prefix
         self.keys = Keys(self.prefix)
         self.client: Any = make_client(self.target)
+        self._identity: str | None = None  # read on the first ``lost_reason``
         # register_script hashes locally; redis-py loads a script on NOSCRIPT only.
         self._scripts: dict[str, Any] = {
-            name: self.client.register_script(PRELUDE + body) for name, body in SCRIPTS.items()
+            name: self.client.register_script(script_body(body)) for name, body in SCRIPTS.items()
         }
 
     @classmethod
@@ -52,6 +54,10 @@ class RedisBase(Store):
             raise StoreUnavailable(f"Redis at {self.safe_url}: script {name} answered {reply!r}")
         return reply
 
+    def _liveness_keys(self, team: str) -> list[str]:
+        """The member expiry zset and incarnation hash: what a hold is tied to."""
+        return [self.keys.team(team, "m:exp"), self.keys.team(team, "m:inc")]
+
     def _translated(self) -> AbstractContextManager[None]:
         """Guard a direct command (not a script): redis errors become tenure errors."""
         return translated(self.safe_url)
@@ -62,14 +68,42 @@ class RedisBase(Store):
 
     # --- clock ---------------------------------------------------------------------------
 
+    def clock_is_remote(self) -> bool:
+        return True
+
     def now(self) -> float:
         with translated(self.safe_url):
             seconds, micros = self.client.time()
         return int(seconds) + int(micros) / MICRO
 
+    # --- identity ------------------------------------------------------------------------
+
+    def lost_reason(self) -> str | None:
+        """The store's identity token is written once (the first member to open a prefix
+        draws it) and read back on every check: a FLUSHALL, a wipe of the prefix or a
+        server restarted without its data leaves no token, another store another one."""
+        key = self.keys.identity
+        with translated(self.safe_url):
+            if self._identity is None:
+                self.client.set(key, new_token(), nx=True)
+                self._identity = str(self.client.get(key))
+                return None
+            found = self.client.get(key)
+        if found is None:
+            return f"Redis store {self.safe_url} was emptied (its identity key is gone)"
+        if found != self._identity:
+            return (
+                f"Redis store {self.safe_url} was replaced: it is not the store this member opened"
+            )
+        return None
+
     def close(self) -> None:
         with translated(self.safe_url):
             self.client.close()
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)
 
 
 def micros(field: str, seconds: float) -> int:

@@ -2,32 +2,44 @@
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import re
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
 from tenure.store.redis.core import RedisBase, at, dumps, micros
+from tenure.store.writes import Ack
 
 _STREAM_ID = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")
+RECHECK = 0.25
+"""The longest one block of a waiting receive: a consumer whose heartbeat ran out
+frees what it held without a write to the stream, so it is looked for this often."""
 
 
 class MessagesMixin(RedisBase):
     def send(self, team: str, queue: str, payload: dict[str, Any]) -> str:
-        epoch = payload.get("epoch") if isinstance(payload, dict) else None
-        kind = payload.get("type") if isinstance(payload, dict) else None
-        reply = self._run(
-            "send",
-            team,
-            [self._queue_key(team, queue)],
-            [
-                dumps(payload),
+        return self.send_many(team, queue, [payload])[0]
+
+    def send_many(self, team: str, queue: str, payloads: Sequence[dict[str, Any]]) -> list[str]:
+        """One script for the whole batch: atomic, and one round trip."""
+        args: list[Any] = [len(payloads)]
+        for payload in payloads:  # every payload checked before anything is sent
+            epoch = payload.get("epoch") if isinstance(payload, dict) else None
+            args += [
+                payload_text(payload, dumps),
                 int(epoch) if isinstance(epoch, int) else "",
-                dumps({"queue": queue, "type": kind}),
-            ],
-        )
-        return str(reply[1])
+                dumps({"queue": queue, "type": payload.get("type")}),
+            ]
+        if not payloads:
+            return []
+        reply = self._run("send_many", team, [self.keys.queue(team, queue)], args)
+        return [str(message_id) for message_id in reply[1:]]
 
     def receive(
         self,
@@ -38,37 +50,62 @@ class MessagesMixin(RedisBase):
         visibility_timeout: float,
         max_messages: int = 1,
         max_deliveries: int = DEFAULT_MAX_DELIVERIES,
+        wait: float = 0.0,
     ) -> list[Delivery]:
         visibility_us = micros("visibility_timeout", visibility_timeout)
+        deadline = time.monotonic() + check_wait(wait)
         if max_messages <= 0:
             return []
-        reply = self._run(
-            "receive",
-            team,
-            [
-                self._queue_key(team, queue),
-                self.keys.team(team, f"qv:{queue}"),
-                self.keys.team(team, "dead"),
-            ],
-            [queue, consumer, visibility_us, int(max_messages), int(max_deliveries)],
-        )
-        return [
-            Delivery(
-                str(reply[i]), queue, json.loads(reply[i + 1]), int(reply[i + 2]), at(reply[i + 3])
-            )
-            for i in range(1, len(reply), 4)
+        keys = [
+            self.keys.queue(team, queue),
+            self.keys.team(team, f"qv:{queue}"),
+            self.keys.team(team, "dead"),
+            self.keys.team(team, f"qh:{queue}"),
+            *self._liveness_keys(team),
         ]
+        args = [queue, consumer, visibility_us, int(max_messages), int(max_deliveries)]
+        while True:
+            waits = deadline > time.monotonic()
+            reply = self._run("receive", team, keys, [*args, "1" if waits else ""])
+            if reply[0] != "wait":
+                return _deliveries(queue, reply)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._wait_for_entry(keys[0], reply, remaining)
+
+    def _wait_for_entry(self, stream: str, reply: list[Any], remaining: float) -> None:
+        """Block (``XREAD BLOCK``, which takes nothing) until the queue's stream gets an
+        entry past its last one, or the next visibility deadline, or ``remaining``
+        seconds; never longer than ``RECHECK`` (a consumer whose heartbeat runs out
+        frees what it held without writing to the stream)."""
+        seconds = min(remaining, RECHECK, self._block_limit())
+        if reply[3] != "":
+            seconds = min(seconds, (int(reply[3]) - int(reply[1])) / 1_000_000)
+        block_ms = max(1, math.ceil(seconds * 1000))
+        with self._translated():
+            self.client.xread({stream: str(reply[2])}, count=1, block=block_ms)
+
+    def _block_limit(self) -> float:
+        """Half the client's socket timeout: a block must end well before a read of the
+        reply would be taken for a server that stopped answering."""
+        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        return float(timeout) / 2 if timeout else RECHECK
 
     def ack(self, team: str, queue: str, message_id: str) -> bool:
         if not isinstance(message_id, str) or not _STREAM_ID.fullmatch(message_id):
             return False  # not an id this store hands out
-        reply = self._run(
-            "ack",
-            team,
-            [self._queue_key(team, queue), self.keys.team(team, f"qv:{queue}")],
-            [message_id],
-        )
-        return bool(reply[0] == "ok")
+        acked: bool = self.commit(team, [Ack(queue, message_id)])[0]
+        return acked
+
+    def release(self, team: str, queue: str, message_id: str) -> bool:
+        if not isinstance(message_id, str) or not _STREAM_ID.fullmatch(message_id):
+            return False
+        with self._translated():  # visible again from time 0: at once, on the store's clock
+            changed = self.client.zadd(
+                self.keys.team(team, f"qv:{queue}"), {message_id: 0}, xx=True, ch=True
+            )
+        return bool(changed)
 
     def dead_letters(self, team: str, queue: str | None = None) -> list[Delivery]:
         with self._translated():
@@ -77,13 +114,15 @@ class MessagesMixin(RedisBase):
         for _entry_id, fields in entries:
             if queue is not None and fields.get("q") != queue:
                 continue
+            payload, problem = read_payload(fields.get("p"))
             found.append(
                 Delivery(
                     str(fields["id"]),
                     str(fields["q"]),
-                    json.loads(fields["p"]),
+                    payload,
                     int(fields["n"]),
                     at(fields["s"]),
+                    problem,
                 )
             )
         return found
@@ -95,9 +134,6 @@ class MessagesMixin(RedisBase):
             ids = [i for i, fields in entries if queue is None or fields.get("q") == queue]
             return int(self.client.xdel(key, *ids)) if ids else 0
 
-    def _queue_key(self, team: str, queue: str) -> str:
-        return self.keys.team(team, f"q:{queue}")
-
     # --- events -------------------------------------------------------------------------
 
     def append_event(
@@ -105,6 +141,7 @@ class MessagesMixin(RedisBase):
     ) -> int:
         if epoch is not None:
             check_epoch("epoch", epoch)
+        check_event_data(data)
         reply = self._run(
             "append_event", team, [], [kind, "" if epoch is None else int(epoch), dumps(data)]
         )
@@ -113,27 +150,27 @@ class MessagesMixin(RedisBase):
     def events(self, team: str | None = None, *, after: int = 0, limit: int = 1000) -> list[Event]:
         if limit <= 0:
             return []
-        key = self.keys.events if team is None else self.keys.team(team, "events")
+        if team is None:
+            return self._all_events(after, limit)
+        return self._team_events(team, after, limit)
+
+    def _team_events(self, team: str, after: int, limit: int) -> list[Event]:
         start = f"{after + 1}-0" if after >= 0 else "-"
-        reply = self._run("events", team or "", [key], [start, int(limit)])
+        key = self.keys.team(team, "events")
+        reply = self._run("events", team, [key], [start, int(limit)])
         return [_event(row[0], row[1::2], row[2::2]) for row in json.loads(reply[1])]
 
+    def _all_events(self, after: int, limit: int) -> list[Event]:
+        """Every team's stream read from ``after`` and merged by seq (each event is
+        written once, to its team's stream: the store-wide order is the seq's)."""
+        pages = [self._team_events(team, after, limit) for team in self.teams()]
+        return list(heapq.merge(*pages, key=lambda event: event.seq))[:limit]
+
     def trim_events(self, team: str, before_seq: int) -> int:
-        """XTRIM the team's stream; the same entries (same ids) leave the store-wide
-        stream one page at a time, so nothing else's events are touched."""
+        """``XTRIM MINID``: every entry of the team's stream below the seq, exactly."""
         key = self.keys.team(team, "events")
-        end = f"({max(1, before_seq)}-0"
-        removed = 0
         with self._translated():
-            while True:
-                page = self.client.xrange(key, "-", end, count=1000)
-                if not page:
-                    return removed
-                ids = [entry_id for entry_id, _ in page]
-                pipe = self.client.pipeline(transaction=True)
-                pipe.xdel(self.keys.events, *ids)
-                pipe.xdel(key, *ids)
-                removed += int(pipe.execute()[1])
+            return int(self.client.xtrim(key, minid=f"{max(1, before_seq)}-0", approximate=False))
 
     def last_event_seq(self, team: str) -> int:
         with self._translated():
@@ -146,6 +183,17 @@ class MessagesMixin(RedisBase):
         return sorted(str(name) for name in names)
 
 
+def _deliveries(queue: str, reply: list[Any]) -> list[Delivery]:
+    """The deliveries a receive script counted; decoding comes after, and never raises."""
+    found = []
+    for i in range(1, len(reply), 4):
+        payload, problem = read_payload(reply[i + 1])
+        found.append(
+            Delivery(str(reply[i]), queue, payload, int(reply[i + 2]), at(reply[i + 3]), problem)
+        )
+    return found
+
+
 def _event(entry_id: str, names: list[str], values: list[str]) -> Event:
     fields = dict(zip(names, values, strict=True))
     epoch = fields.get("epoch")
@@ -155,5 +203,5 @@ def _event(entry_id: str, names: list[str], values: list[str]) -> Event:
         kind=fields["kind"],
         at=at(fields["at"]),
         epoch=int(epoch) if epoch is not None else None,
-        data=json.loads(fields["data"]),
+        data=read_event_data(fields.get("data")),
     )

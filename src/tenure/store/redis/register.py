@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
-from tenure.protocol.secrets import redact_text
-from tenure.store.base import UNSET, check_cas, check_epoch
+from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
+from tenure.store.base import UNSET, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.redis.core import RedisBase, at, dumps, micros
 from tenure.store.redis.scripts import TASK_FIELDS
-
-_NULLABLE = ("assignee", "result")
-_JSON_FIELDS = ("result", "data", "spec")
-_QUIET_FIELDS = ("data", "spec")
-"""Fields whose values ``task.transition`` leaves out (a replaced spec is noted, not copied)."""
+from tenure.store.redis.writes import task_record
+from tenure.store.writes import Move, Record
 
 
 class RegisterMixin(RedisBase):
@@ -34,7 +30,7 @@ class RegisterMixin(RedisBase):
         reply = self._run(
             "create_task",
             team,
-            [self._task_key(team, task_id), self.keys.team(team, "tasks")],
+            [self.keys.task(team, task_id), self.keys.team(team, "tasks")],
             [task_id, int(epoch), state, spec_json, dumps({"task_id": task_id, "state": state})],
         )
         self._stale(team, epoch, reply)
@@ -57,6 +53,39 @@ class RegisterMixin(RedisBase):
             updated_at=now,
         )
 
+    def create_tasks(
+        self, team: str, tasks: Sequence[tuple[str, dict[str, Any]]], *, epoch: int
+    ) -> list[TaskRecord]:
+        check_epoch("epoch", epoch)
+        specs = {task_id: dumps(spec) for task_id, spec in reversed(tasks)}  # first one wins
+        if not tasks:
+            return []
+        keys = [self.keys.team(team, "tasks")] + [self.keys.task(team, t) for t, _ in tasks]
+        args: list[Any] = [int(epoch)]
+        for task_id, _ in tasks:
+            args += [task_id, specs[task_id]]
+        reply = self._run("create_tasks", team, keys, args)
+        self._stale(team, epoch, reply)
+        now = at(reply[1])
+        return [
+            TaskRecord(
+                team=team,
+                task_id=str(task_id),
+                state="queued",
+                version=1,
+                epoch=int(epoch),
+                attempt=0,
+                assignee=None,
+                spec=json.loads(specs[str(task_id)]),
+                result=None,
+                reason="",
+                data={},
+                created_at=now,
+                updated_at=now,
+            )
+            for task_id in reply[2:]
+        ]
+
     def transition(
         self,
         team: str,
@@ -73,8 +102,6 @@ class RegisterMixin(RedisBase):
         data: Any = UNSET,
         spec: Any = UNSET,
     ) -> TaskRecord:
-        check_epoch("epoch", epoch)
-        expected = frozenset(expect)
         changes = {
             "assignee": assignee,
             "attempt": attempt,
@@ -84,60 +111,52 @@ class RegisterMixin(RedisBase):
             "spec": spec,
         }
         given = {k: v for k, v in changes.items() if v is not UNSET}
-        drop = [k for k in _NULLABLE if k in given and given[k] is None]
-        pairs: list[Any] = []
-        for name, value in given.items():
-            if name in drop:
-                continue
-            pairs += [name, _stored(name, value)]
-        event: dict[str, Any] = {"task_id": task_id, "to": to}
-        event.update({k: v for k, v in given.items() if k not in _QUIET_FIELDS})
-        if "spec" in given:
-            event["spec"] = True
-        reply = self._run(
-            "transition",
-            team,
-            [self._task_key(team, task_id)],
-            [
-                task_id,
-                int(epoch),
-                ",".join(sorted(expected)),
-                to,
-                "" if version is None else int(version),
-                dumps(event),
-                ",".join(drop),
-                *pairs,
-            ],
-        )
-        self._stale(team, epoch, reply)
-        if reply[0] == "missing":
-            raise NotFound(f"team {team!r}: no task {task_id!r}")
-        if reply[0] == "conflict":
-            check_cas(_record(team, task_id, reply[1]), expected, to, version)
-            raise Conflict(f"task {task_id!r}: {to} refused")  # check_cas always raises here
-        return _record(team, task_id, reply[1])
+        move = Move(task_id, epoch, tuple(expect), to, version, given)
+        record: TaskRecord = self.commit(team, [move])[0]
+        return record
 
     def get_task(self, team: str, task_id: str) -> TaskRecord:
         with self._translated():
-            fields = self.client.hgetall(self._task_key(team, task_id))
+            fields = self.client.hgetall(self.keys.task(team, task_id))
         if not fields:
             raise NotFound(f"team {team!r}: no task {task_id!r}")
-        return _record(team, task_id, fields)
+        return task_record(team, task_id, fields)
+
+    def get_tasks(self, team: str, task_ids: Sequence[str]) -> list[TaskRecord]:
+        wanted = list(dict.fromkeys(task_ids))
+        with self._translated():
+            pipe = self.client.pipeline(transaction=False)
+            for task_id in wanted:
+                pipe.hgetall(self.keys.task(team, task_id))
+            replies = pipe.execute()
+        return [
+            task_record(team, task_id, fields)
+            for task_id, fields in zip(wanted, replies, strict=True)
+            if fields
+        ]
 
     def tasks(self, team: str) -> list[TaskRecord]:
         reply = self._run(
-            "tasks", team, [self.keys.team(team, "tasks")], [self._task_key(team, "")]
+            "tasks", team, [self.keys.team(team, "tasks")], [self.keys.task(team, "")]
         )
         rows: list[list[Any]] = json.loads(reply[1])
         found = []
         for task_id, *values in rows:
             fields = {k: v for k, v in zip(TASK_FIELDS, values, strict=True) if v is not False}
             if fields:  # else the hash was deleted behind our back
-                found.append(_record(team, task_id, fields))
+                found.append(task_record(team, task_id, fields))
         return found
 
-    def _task_key(self, team: str, task_id: str) -> str:
-        return self.keys.team(team, f"task:{task_id}")
+    def clear_tasks(self, team: str, *, epoch: int) -> int:
+        check_epoch("epoch", epoch)
+        reply = self._run(
+            "clear_tasks",
+            team,
+            [self.keys.team(team, "tasks")],
+            [int(epoch), self.keys.task(team, "")],
+        )
+        self._stale(team, epoch, reply)
+        return int(reply[1])
 
     # --- idempotency ledger -------------------------------------------------------------
 
@@ -149,72 +168,31 @@ class RegisterMixin(RedisBase):
         reply = self._run(
             "effect_begin",
             team,
-            [self._effect_key(team, key)],
+            [self.keys.effect(team, key), *self._liveness_keys(team)],
             [key, int(epoch), holder, claim_us, dumps({"key": key, "holder": holder})],
         )
         self._stale(team, epoch, reply)
         if reply[0] == "done":
             return EffectTicket(key, "done", json.loads(reply[1]))
         if reply[0] == "busy":
-            raise EffectInProgress(f"effect {key!r} is being run by {reply[1]!r}")
+            raise EffectInProgress(key, str(reply[1]))
         return EffectTicket(key, "run")
 
     def effect_finish(self, team: str, key: str, *, holder: str, result: Any) -> EffectTicket:
-        reply = self._run(
-            "effect_finish",
-            team,
-            [self._effect_key(team, key)],
-            [key, holder, dumps(result), dumps({"key": key, "holder": holder})],
-        )
-        return EffectTicket(key, "done", json.loads(reply[1]))
+        ticket: EffectTicket = self.commit(team, [Record(key, holder, result)])[0]
+        return ticket
 
     def effect_abort(self, team: str, key: str, *, holder: str) -> None:
         self._run(
             "effect_abort",
             team,
-            [self._effect_key(team, key)],
+            [self.keys.effect(team, key)],
             [key, holder, dumps({"key": key, "holder": holder})],
         )
 
     def effect_lookup(self, team: str, key: str) -> EffectTicket | None:
         with self._translated():
-            status, result = self.client.hmget(self._effect_key(team, key), "status", "result")
+            status, result = self.client.hmget(self.keys.effect(team, key), "status", "result")
         if status != "done":
             return None
         return EffectTicket(key, "done", json.loads(result))
-
-    def _effect_key(self, team: str, key: str) -> str:
-        return self.keys.team(team, f"fx:{key}")
-
-
-def _stored(name: str, value: Any) -> str:
-    if name in _JSON_FIELDS:
-        return dumps(value)
-    if name == "attempt":
-        if not isinstance(value, int):
-            raise ProtocolError("attempt", f"a whole number, got {value!r}")
-        return str(int(value))
-    return "" if value is None else redact_text(str(value))
-
-
-def _record(team: str, task_id: str, raw: Any) -> TaskRecord:
-    """A task from its hash (a dict from HGETALL, or the flat list a script returns)."""
-    fields: dict[str, str] = (
-        dict(raw) if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
-    )
-    result = fields.get("result")
-    return TaskRecord(
-        team=team,
-        task_id=task_id,
-        state=fields["state"],  # type: ignore[arg-type]
-        version=int(fields["version"]),
-        epoch=int(fields["epoch"]),
-        attempt=int(fields["attempt"]),
-        assignee=fields.get("assignee"),
-        spec=json.loads(fields["spec"]),
-        result=json.loads(result) if result is not None else None,
-        reason=fields["reason"],
-        data=json.loads(fields["data"]),
-        created_at=at(fields["created"]),
-        updated_at=at(fields["updated"]),
-    )

@@ -1,9 +1,19 @@
 """The Lua scripts that make every Redis operation atomic (one EVALSHA each).
 
 Every script receives the same five leading keys (see ``keys.common``) and the
-team path as ``ARGV[1]``; the shared prelude reads the *server* clock once
-(``TIME``, microseconds) and defines ``emit``, which appends an event to the
-global and the team stream under one store-wide ``INCR`` seq, and ``fence``.
+team path as ``ARGV[1]``; the shared prelude defines ``emit``, which appends an
+event to the team's stream under the store-wide seq (one ``INCR``, or one
+``INCRBY`` for a script that emits many), and ``fence``. A script that judges or
+records a time reads the *server* clock once (``TIME``, microseconds) first.
+
+Why the server's clock and not a member's cached offset: leases, member liveness,
+visibility timeouts and effect claims are all compared against it, and they are
+only exclusive if every member judges them by the same clock. A member's estimate
+(its own clock plus an offset sampled a while ago) drifts and is off by up to half
+a round trip even when fresh, so a leader could renew a lease the server already
+let lapse and another had claimed. Reading ``TIME`` inside a script costs no round
+trip (about a microsecond); what cost round trips was ``now()`` called apart from
+the scripts, which is the callers' business.
 
 Scripts answer with an array whose first element is a status word (``ok`` or a
 refusal such as ``stale``); the Python side turns refusals into ``tenure``
@@ -17,7 +27,16 @@ Numbers that reach Redis are formatted with ``int()`` below, never
 from __future__ import annotations
 
 from tenure.store.records import ALLOWED_TRANSITIONS
-from tenure.store.redis.scripts_messages import ACK, APPEND_EVENT, EVENTS, RECEIVE, SEND
+from tenure.store.redis.scripts_lease import (
+    CLAIM_LEASE,
+    CURRENT_LEASE,
+    PROVE_LEASE,
+    RELEASE_LEASE,
+    RENEW_LEASE,
+    SEIZE_LEASE,
+)
+from tenure.store.redis.scripts_messages import APPEND_EVENT, EVENTS, RECEIVE, SEND_MANY
+from tenure.store.redis.scripts_writes import BEGIN_ATTEMPT, COMMIT
 
 
 def _allowed_table() -> str:
@@ -29,11 +48,12 @@ def _allowed_table() -> str:
 
 
 PRELUDE = """
-local SEQ, EVENTS, TEAMS, TEAM_EVENTS, TEAM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local SEQ, TEAMS, TEAM_EVENTS, TEAM = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
 local team = ARGV[1]
-local clock = redis.call('TIME')
-local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local NOW = nil
 local function int(n) return string.format('%d', n) end
+-- one stream entry per event, in the team's stream; the store-wide seq is its id.
+-- NOMKSTREAM answers nil only on the team's first event: the team is listed then.
 local function emit(kind, epoch, data, seq)
   seq = seq or redis.call('INCR', SEQ)
   local id = int(seq) .. '-0'
@@ -42,10 +62,17 @@ local function emit(kind, epoch, data, seq)
     fields[9] = 'epoch'
     fields[10] = int(epoch)
   end
-  redis.call('XADD', EVENTS, id, unpack(fields))
-  redis.call('XADD', TEAM_EVENTS, id, unpack(fields))
-  redis.call('SADD', TEAMS, team)
+  if not redis.call('XADD', TEAM_EVENTS, 'NOMKSTREAM', id, unpack(fields)) then
+    redis.call('SADD', TEAMS, team)
+    redis.call('XADD', TEAM_EVENTS, id, unpack(fields))
+  end
   return seq
+end
+-- the incarnation a hold by `who` is tied to (false: `who` is no live member)
+local function tie_of(exp, inc, who)
+  local expires = redis.call('ZSCORE', exp, who)
+  if not expires or tonumber(expires) <= NOW then return false end
+  return redis.call('HGET', inc, who) or ''
 end
 local function fence(epoch)
   local current = tonumber(redis.call('HGET', TEAM, 'epoch') or '0')
@@ -54,99 +81,70 @@ local function fence(epoch)
 end
 """
 
-# --- lease ---------------------------------------------------------------------------
-
-# KEYS[6] member expiry zset, KEYS[7] member highest-epoch hash
-# ARGV: team, holder, ttl_us, ttl (as given), at_least, event json, max jump, max epoch
-# A member's reported epoch lifts the claim only up to max jump above counter and
-# at_least (as ``store.base.next_epoch`` does); past max epoch the space is used up.
-CLAIM_LEASE = """
-local holder, ttl, at_least = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
-local jump, limit = tonumber(ARGV[7]), tonumber(ARGV[8])
-local cur = redis.call('HMGET', TEAM, 'epoch', 'holder', 'lease_epoch', 'expires')
-if cur[2] and tonumber(cur[4]) > NOW then return {'held', cur[2], cur[3]} end
-local base = math.max(tonumber(cur[1] or '0'), at_least)
-local top = base
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. int(NOW), '+inf')) do
-  local reported = tonumber(redis.call('HGET', KEYS[7], id) or '0')
-  if reported <= base + jump then top = math.max(top, reported) end
-end
-local epoch = top + 1
-if epoch > limit then return {'exhausted'} end
-local expires = NOW + ttl
-redis.call('HSET', TEAM, 'epoch', int(epoch), 'holder', holder, 'lease_epoch', int(epoch),
-  'expires', int(expires), 'ttl', ARGV[4])
-emit('lease.claimed', epoch, ARGV[6])
-return {'ok', epoch, expires}
+CLOCK = """
+local clock = redis.call('TIME')
+NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 """
+"""Read by a script that needs the time (``NOW``: to judge, or to record): one that
+only reads the register or the log, or acks, leaves the clock alone."""
 
-# ARGV: team, holder, epoch, ttl_us, ttl (as given)
-RENEW_LEASE = """
-local cur = redis.call('HMGET', TEAM, 'holder', 'lease_epoch', 'expires')
-if cur[1] ~= ARGV[2] or tonumber(cur[2]) ~= tonumber(ARGV[3])
-    or not (tonumber(cur[3]) > NOW) then
-  return {'lost'}
-end
-local expires = NOW + tonumber(ARGV[4])
-redis.call('HSET', TEAM, 'expires', int(expires), 'ttl', ARGV[5])
-return {'ok', expires}
-"""
 
-# ARGV: team, holder, epoch, event json
-RELEASE_LEASE = """
-local cur = redis.call('HMGET', TEAM, 'holder', 'lease_epoch')
-if cur[1] ~= ARGV[2] or tonumber(cur[2]) ~= tonumber(ARGV[3]) then return {'no'} end
-redis.call('HDEL', TEAM, 'holder', 'lease_epoch', 'expires')
-emit('lease.released', tonumber(ARGV[3]), ARGV[4])
-return {'ok'}
-"""
+def script_body(body: str) -> str:
+    """``body`` with the prelude, and the server clock read first if it uses it."""
+    timed = any(word in body for word in ("NOW", "emit(", "tie_of("))
+    return PRELUDE + (CLOCK if timed else "") + body
 
-CURRENT_LEASE = """
-local cur = redis.call('HMGET', TEAM, 'holder', 'lease_epoch', 'expires', 'ttl')
-if cur[1] and tonumber(cur[3]) > NOW then
-  return {'ok', cur[1], tonumber(cur[2]), tonumber(cur[3]), cur[4]}
-end
-return {'none'}
-"""
 
 # --- membership ------------------------------------------------------------------------
 
-# KEYS[6] expiry zset, KEYS[7] highest-epoch hash, KEYS[8] info hash (json)
-# ARGV: team, member, ttl_us, highest_epoch, info json, event json
+# KEYS[6] expiry zset, KEYS[7] highest-epoch hash, KEYS[8] info hash (json),
+# KEYS[9] incarnation hash, KEYS[10] last-beat hash, KEYS[11] free-slots hash
+# ARGV: team, member, ttl_us, highest_epoch, info json, event json, incarnation, free slots
 JOIN = """
 local member = ARGV[2]
 for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', int(NOW), 'LIMIT', 0, 100)) do
   redis.call('ZREM', KEYS[6], gone)
-  redis.call('HDEL', KEYS[7], gone)
-  redis.call('HDEL', KEYS[8], gone)
+  for k = 7, 11 do redis.call('HDEL', KEYS[k], gone) end
+end
+local live = tie_of(KEYS[6], KEYS[9], member)
+if live and live ~= ARGV[7] then
+  return {'taken', redis.call('HGET', KEYS[10], member) or '0', redis.call('ZSCORE', KEYS[6], member)}
 end
 local info = '{"joined":' .. int(NOW) .. ',' .. string.sub(ARGV[5], 2)
 redis.call('HSET', KEYS[8], member, info)
 local high = math.max(tonumber(redis.call('HGET', KEYS[7], member) or '0'), tonumber(ARGV[4]))
 redis.call('HSET', KEYS[7], member, high)
+redis.call('HSET', KEYS[9], member, ARGV[7])
+redis.call('HSET', KEYS[10], member, int(NOW))
+redis.call('HSET', KEYS[11], member, ARGV[8])
 redis.call('ZADD', KEYS[6], int(NOW + tonumber(ARGV[3])), member)
 emit('member.joined', nil, ARGV[6])
 return {'ok', NOW, high}
 """
 
-# ARGV: team, member, ttl_us, highest_epoch
+# ARGV: team, member, ttl_us, highest_epoch, incarnation, free slots ('' keeps them)
 HEARTBEAT = """
 local member = ARGV[2]
-local expires = redis.call('ZSCORE', KEYS[6], member)
-if not expires or tonumber(expires) <= NOW then return {'missing'} end
+local live = tie_of(KEYS[6], KEYS[9], member)
+if not live then return {'missing'} end
+if live ~= ARGV[5] then
+  return {'taken', redis.call('HGET', KEYS[10], member) or '0', redis.call('ZSCORE', KEYS[6], member)}
+end
 local seen = math.max(tonumber(redis.call('HGET', KEYS[7], member) or '0'), tonumber(ARGV[4]))
-expires = NOW + tonumber(ARGV[3])
+local expires = NOW + tonumber(ARGV[3])
 redis.call('HSET', KEYS[7], member, int(seen))
+redis.call('HSET', KEYS[10], member, int(NOW))
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[11], member, ARGV[6]) end
 redis.call('ZADD', KEYS[6], int(expires), member)
-return {'ok', redis.call('HGET', KEYS[8], member) or '{}', seen, expires}
+local info = redis.call('HGET', KEYS[8], member) or '{}'
+return {'ok', info, seen, expires, live, NOW, redis.call('HGET', KEYS[11], member) or ''}
 """
 
 # ARGV: team, member, event json
 LEAVE = """
 local member = ARGV[2]
 if redis.call('ZREM', KEYS[6], member) == 0 then return {'no'} end
-redis.call('HDEL', KEYS[7], member)
-redis.call('HDEL', KEYS[8], member)
+for k = 7, 11 do redis.call('HDEL', KEYS[k], member) end
 emit('member.left', nil, ARGV[3])
 return {'ok'}
 """
@@ -160,6 +158,9 @@ for i = 1, #live, 2 do
   out[#out + 1] = redis.call('HGET', KEYS[8], member) or '{}'
   out[#out + 1] = tonumber(redis.call('HGET', KEYS[7], member) or '0')
   out[#out + 1] = tonumber(live[i + 1])
+  out[#out + 1] = redis.call('HGET', KEYS[9], member) or ''
+  out[#out + 1] = redis.call('HGET', KEYS[10], member) or '0'
+  out[#out + 1] = redis.call('HGET', KEYS[11], member) or ''
 end
 return out
 """
@@ -181,33 +182,45 @@ emit('task.created', epoch, ARGV[6])
 return {'ok', NOW}
 """
 
-# KEYS[6] task hash
-# ARGV: team, task_id, epoch, expect (comma list), to, version ('' = any),
-#       event json without "from", fields to delete (comma list), field, value, ...
-TRANSITION = (
-    _allowed_table()
-    + """
-local epoch, to = tonumber(ARGV[3]), ARGV[5]
+# KEYS[6] task list, KEYS[7..] one task hash each
+# ARGV: team, epoch, then task_id and spec json for each task, in the order of KEYS[7..]
+# One script is one atomic step: every free id is registered, or (refused) none.
+CREATE_TASKS = """
+local epoch = tonumber(ARGV[2])
 local current = fence(epoch)
 if current then return {'stale', current} end
-if redis.call('EXISTS', KEYS[6]) == 0 then return {'missing'} end
-local cur = redis.call('HMGET', KEYS[6], 'state', 'version')
-local expect = {}
-for s in string.gmatch(ARGV[4], '[^,]+') do expect[s] = true end
-local allowed = ALLOWED[cur[1]] or {}
-if not expect[cur[1]] or (ARGV[6] ~= '' and tonumber(ARGV[6]) ~= tonumber(cur[2]))
-    or not allowed[to] then
-  return {'conflict', redis.call('HGETALL', KEYS[6])}
+local out = {'ok', NOW}
+local free = {}
+for i = 7, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then free[#free + 1] = i end
 end
-local sets = {'state', to, 'version', int(tonumber(cur[2]) + 1), 'epoch', int(epoch),
-  'updated', int(NOW)}
-for i = 9, #ARGV do sets[#sets + 1] = ARGV[i] end
-redis.call('HSET', KEYS[6], unpack(sets))
-for field in string.gmatch(ARGV[8], '[^,]+') do redis.call('HDEL', KEYS[6], field) end
-emit('task.transition', epoch, '{"from":' .. cjson.encode(cur[1]) .. ',' .. string.sub(ARGV[7], 2))
-return {'ok', redis.call('HGETALL', KEYS[6])}
+if #free == 0 then return out end
+local seq = redis.call('INCRBY', SEQ, #free) - #free  -- one counter step for all events
+for _, i in ipairs(free) do
+  local id, spec = ARGV[2 * (i - 7) + 3], ARGV[2 * (i - 7) + 4]
+  redis.call('HSET', KEYS[i], 'state', 'queued', 'version', '1', 'epoch', int(epoch),
+    'attempt', '0', 'spec', spec, 'reason', '', 'data', '{}',
+    'created', int(NOW), 'updated', int(NOW))
+  redis.call('RPUSH', KEYS[6], id)
+  seq = seq + 1
+  emit('task.created', epoch, cjson.encode({task_id = id, state = 'queued'}), seq)
+  out[#out + 1] = id
+end
+return out
 """
-)
+
+# KEYS[6] the team's task list
+# ARGV: team, epoch, task key prefix
+CLEAR_TASKS = """
+local epoch = tonumber(ARGV[2])
+local current = fence(epoch)
+if current then return {'stale', current} end
+local ids = redis.call('LRANGE', KEYS[6], 0, -1)
+for _, id in ipairs(ids) do redis.call('DEL', ARGV[3] .. id) end
+redis.call('DEL', KEYS[6])
+emit('register.cleared', epoch, '{"count": ' .. int(#ids) .. '}')
+return {'ok', #ids}
+"""
 
 # ARGV: team, task key prefix
 TASK_FIELDS = (
@@ -232,34 +245,25 @@ return {{'ok', cjson.encode(rows)}}
 
 # --- idempotency ledger ------------------------------------------------------------------
 
-# KEYS[6] effect hash
+# KEYS[6] effect hash, KEYS[7] member expiry zset, KEYS[8] member incarnation hash
 # ARGV: team, key, epoch, holder, claim_us, event json
 EFFECT_BEGIN = """
 local epoch = tonumber(ARGV[3])
 local current = fence(epoch)
 if current then return {'stale', current} end
-local cur = redis.call('HMGET', KEYS[6], 'status', 'holder', 'claim', 'result')
+local cur = redis.call('HMGET', KEYS[6], 'status', 'holder', 'claim', 'result', 'tie')
 if cur[1] == 'done' then return {'done', cur[4]} end
-if cur[1] == 'running' and cur[2] ~= ARGV[4] and tonumber(cur[3]) > NOW then
+if cur[1] == 'running' and cur[2] ~= ARGV[4] and tonumber(cur[3]) > NOW
+    and not (cur[5] and tie_of(KEYS[7], KEYS[8], cur[2]) ~= cur[5]) then
   return {'busy', cur[2]}
 end
 redis.call('HSET', KEYS[6], 'status', 'running', 'holder', ARGV[4],
   'claim', int(NOW + tonumber(ARGV[5])), 'epoch', int(epoch), 'updated', int(NOW))
-redis.call('HDEL', KEYS[6], 'result')
+redis.call('HDEL', KEYS[6], 'result', 'tie')
+local tie = tie_of(KEYS[7], KEYS[8], ARGV[4])
+if tie then redis.call('HSET', KEYS[6], 'tie', tie) end
 emit('effect.claimed', epoch, ARGV[6])
 return {'run'}
-"""
-
-# ARGV: team, key, holder, result json, event json
-EFFECT_FINISH = """
-local cur = redis.call('HMGET', KEYS[6], 'status', 'epoch', 'result')
-if cur[1] == 'done' then return {'done', cur[3]} end
-local epoch = tonumber(cur[2] or '0')
-redis.call('HSET', KEYS[6], 'status', 'done', 'holder', ARGV[3], 'epoch', int(epoch),
-  'result', ARGV[4], 'updated', int(NOW))
-redis.call('HDEL', KEYS[6], 'claim')
-emit('effect.done', epoch, ARGV[5])
-return {'done', ARGV[4]}
 """
 
 # ARGV: team, key, holder, event json
@@ -273,6 +277,8 @@ return {'ok'}
 
 SCRIPTS: dict[str, str] = {
     "claim_lease": CLAIM_LEASE,
+    "seize_lease": SEIZE_LEASE,
+    "prove_lease": PROVE_LEASE,
     "renew_lease": RENEW_LEASE,
     "release_lease": RELEASE_LEASE,
     "current_lease": CURRENT_LEASE,
@@ -281,15 +287,16 @@ SCRIPTS: dict[str, str] = {
     "leave": LEAVE,
     "members": MEMBERS,
     "create_task": CREATE_TASK,
-    "transition": TRANSITION,
+    "create_tasks": CREATE_TASKS,
+    "clear_tasks": CLEAR_TASKS,
     "tasks": TASKS,
     "effect_begin": EFFECT_BEGIN,
-    "effect_finish": EFFECT_FINISH,
     "effect_abort": EFFECT_ABORT,
-    "send": SEND,
+    "send_many": SEND_MANY,
     "receive": RECEIVE,
-    "ack": ACK,
+    "commit": _allowed_table() + COMMIT,
+    "begin_attempt": BEGIN_ATTEMPT,
     "append_event": APPEND_EVENT,
     "events": EVENTS,
 }
-"""Name -> Lua body; each is registered once as ``PRELUDE + body``."""
+"""Name -> Lua body; each is registered once as ``script_body(body)``."""

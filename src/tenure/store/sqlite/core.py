@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,6 +26,12 @@ class SQLiteBase(Store):
     def now(self) -> float:
         return time.time()
 
+    def lost_reason(self) -> str | None:
+        return self.db.lost_reason()
+
+    def _atomic(self) -> AbstractContextManager[object]:
+        return self.db.write()
+
     def close(self) -> None:
         self.db.close()
 
@@ -39,6 +46,15 @@ class SQLiteBase(Store):
         if epoch < current:
             raise StaleEpoch(team, epoch, current)
 
+    def _tie(self, cur: sqlite3.Cursor, team: str, holder: str, now: float) -> str | None:
+        """The incarnation a hold by ``holder`` is tied to: its live one, or None when
+        it is no live member (then only the plain timeout ends the hold)."""
+        row = cur.execute(
+            "SELECT incarnation FROM members WHERE team = ? AND member_id = ? AND expires_at > ?",
+            (team, holder, now),
+        ).fetchone()
+        return str(row[0]) if row is not None else None
+
     def _event(
         self, cur: sqlite3.Cursor, team: str, kind: str, data: dict[str, Any], epoch: int | None
     ) -> int:
@@ -50,6 +66,13 @@ class SQLiteBase(Store):
             (team, kind, self.now(), epoch, dumps(data)),
         )
         return int(cur.lastrowid or 0)
+
+
+HOLDER_GONE = (
+    "(tie IS NOT NULL AND NOT EXISTS (SELECT 1 FROM members m WHERE m.team = {t}.team"
+    " AND m.member_id = {t}.{holder} AND m.incarnation = {t}.tie AND m.expires_at > ?))"
+)
+"""SQL true once a hold tied to an incarnation outlived it (bind: now)."""
 
 
 def positive(field: str, value: float) -> None:

@@ -2,35 +2,48 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
-from tenure.store.sqlite.core import SQLiteBase, dumps, positive
+from tenure.store.sqlite.core import HOLDER_GONE, SQLiteBase, dumps, positive
+
+RECHECK = 0.05
+"""Seconds a waiting receive goes without looking at the queue itself when nothing
+was written: how late it may notice a message whose visibility timeout ran out."""
 
 
 class MessagesMixin(SQLiteBase):
     def send(self, team: str, queue: str, payload: dict[str, Any]) -> str:
-        message_id = new_id()
-        with self.db.write() as cur:
+        return self.send_many(team, queue, [payload])[0]
+
+    def send_many(self, team: str, queue: str, payloads: Sequence[dict[str, Any]]) -> list[str]:
+        texts = [payload_text(payload, dumps) for payload in payloads]  # all checked first
+        ids = [new_id() for _ in payloads]
+        if not ids:
+            return ids
+        with self.db.write() as cur:  # one transaction: every message or none
             now = self.now()
-            cur.execute(
-                "INSERT INTO messages (msg_id, team, queue, payload, sent_at, visible_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (message_id, team, queue, dumps(payload), now, now),
-            )
-            kind = payload.get("type") if isinstance(payload, dict) else None
-            self._event(
-                cur,
-                team,
-                "message.sent",
-                {"id": message_id, "queue": queue, "type": kind},
-                payload.get("epoch") if isinstance(payload.get("epoch"), int) else None,
-            )
-        return message_id
+            for message_id, text, payload in zip(ids, texts, payloads, strict=True):
+                cur.execute(
+                    "INSERT INTO messages (msg_id, team, queue, payload, sent_at, visible_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (message_id, team, queue, text, now, now),
+                )
+                epoch = payload.get("epoch")
+                self._event(
+                    cur,
+                    team,
+                    "message.sent",
+                    {"id": message_id, "queue": queue, "type": payload.get("type")},
+                    epoch if isinstance(epoch, int) else None,
+                )
+        return ids
 
     def receive(
         self,
@@ -41,28 +54,55 @@ class MessagesMixin(SQLiteBase):
         visibility_timeout: float,
         max_messages: int = 1,
         max_deliveries: int = DEFAULT_MAX_DELIVERIES,
+        wait: float = 0.0,
     ) -> list[Delivery]:
         positive("visibility_timeout", visibility_timeout)
+        deadline = time.monotonic() + check_wait(wait)
+        while True:
+            # read before the look, so a change after it is not missed (no wait: no read)
+            seen = self.db.version() if deadline > time.monotonic() else None
+            delivered = self._receive_now(
+                team, queue, consumer, visibility_timeout, max_messages, max_deliveries
+            )
+            remaining = deadline - time.monotonic()
+            if delivered or remaining <= 0 or seen is None:
+                return delivered
+            # nothing changed in the file: only the clock (a visibility timeout, a
+            # consumer's heartbeat running out) can make a message deliverable, and
+            # that is looked at again every RECHECK
+            self.db.wait_change(seen, min(remaining, RECHECK))
+
+    def _receive_now(
+        self,
+        team: str,
+        queue: str,
+        consumer: str,
+        visibility_timeout: float,
+        max_messages: int,
+        max_deliveries: int,
+    ) -> list[Delivery]:
         delivered: list[Delivery] = []
         # An empty poll takes no write lock: idle members then hold the database's
         # single writer lock only for real changes (a member paused while holding it
         # stalls every writer until it resumes or dies).
+        now = self.now()
         if not self.db.read(
-            "SELECT 1 FROM messages WHERE team = ? AND queue = ? AND dead = 0"
-            " AND visible_at <= ? LIMIT 1",
-            (team, queue, self.now()),
+            f"SELECT 1 FROM messages WHERE team = ? AND queue = ? AND dead = 0 AND {_VISIBLE}"
+            " LIMIT 1",
+            (team, queue, now, now),
         ):
             return delivered
         with self.db.write() as cur:
             now = self.now()
+            tie = self._tie(cur, team, consumer, now)
             # Page on until the batch is full or the queue has nothing more visible, so
             # a run of dead letters never hides a deliverable message behind it.
             after = 0
             while len(delivered) < max_messages:
                 rows = cur.execute(
-                    "SELECT * FROM messages WHERE team = ? AND queue = ? AND dead = 0"
-                    " AND visible_at <= ? AND seq > ? ORDER BY seq LIMIT ?",
-                    (team, queue, now, after, (max_messages - len(delivered)) * 4),
+                    f"SELECT * FROM messages WHERE team = ? AND queue = ? AND dead = 0"
+                    f" AND {_VISIBLE} AND seq > ? ORDER BY seq LIMIT ?",
+                    (team, queue, now, now, after, (max_messages - len(delivered)) * 4),
                 ).fetchall()
                 if not rows:
                     break
@@ -74,9 +114,9 @@ class MessagesMixin(SQLiteBase):
                         self._dead_letter(cur, row, consumer)
                         continue
                     cur.execute(
-                        "UPDATE messages SET deliveries = deliveries + 1, visible_at = ?"
-                        " WHERE seq = ?",
-                        (now + visibility_timeout, row["seq"]),
+                        "UPDATE messages SET deliveries = deliveries + 1, visible_at = ?,"
+                        " consumer = ?, tie = ? WHERE seq = ?",
+                        (now + visibility_timeout, consumer, tie, row["seq"]),
                     )
                     delivered.append(_delivery(row, row["deliveries"] + 1))
         return delivered
@@ -87,6 +127,16 @@ class MessagesMixin(SQLiteBase):
                 cur.execute(
                     "DELETE FROM messages WHERE team = ? AND queue = ? AND msg_id = ? AND dead = 0",
                     (team, queue, message_id),
+                ).rowcount
+            )
+
+    def release(self, team: str, queue: str, message_id: str) -> bool:
+        with self.db.write() as cur:
+            return bool(
+                cur.execute(
+                    "UPDATE messages SET visible_at = ? WHERE team = ? AND queue = ?"
+                    " AND msg_id = ? AND dead = 0 AND deliveries > 0",
+                    (self.now(), team, queue, message_id),
                 ).rowcount
             )
 
@@ -122,10 +172,13 @@ class MessagesMixin(SQLiteBase):
     ) -> int:
         if epoch is not None:
             check_epoch("epoch", epoch)
+        check_event_data(data)
         with self.db.write() as cur:
             return self._event(cur, team, kind, data, epoch)
 
     def events(self, team: str | None = None, *, after: int = 0, limit: int = 1000) -> list[Event]:
+        if limit <= 0:  # as every backend: SQLite would read LIMIT -1 as no limit at all
+            return []
         if team is None:
             rows = self.db.read(
                 "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
@@ -136,7 +189,7 @@ class MessagesMixin(SQLiteBase):
                 (team, after, limit),
             )
         return [
-            Event(r["seq"], r["team"], r["kind"], r["at"], r["epoch"], json.loads(r["data"]))
+            Event(r["seq"], r["team"], r["kind"], r["at"], r["epoch"], read_event_data(r["data"]))
             for r in rows
         ]
 
@@ -153,5 +206,12 @@ class MessagesMixin(SQLiteBase):
         return [row[0] for row in self.db.read("SELECT team FROM teams ORDER BY team")]
 
 
+_VISIBLE = "(visible_at <= ? OR " + HOLDER_GONE.format(t="messages", holder="consumer") + ")"
+"""A message is deliverable once its visibility passed or its consumer's incarnation
+is gone (bind: now, now)."""
+
+
 def _delivery(row: sqlite3.Row, count: int) -> Delivery:
-    return Delivery(row["msg_id"], row["queue"], json.loads(row["payload"]), count, row["sent_at"])
+    """Built after the delivery was counted; decoding never raises (``read_payload``)."""
+    payload, problem = read_payload(row["payload"])
+    return Delivery(row["msg_id"], row["queue"], payload, count, row["sent_at"], problem)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
 from tenure.protocol.secrets import redact_value
 from tenure.store.base import UNSET, check_cas, check_epoch
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
-from tenure.store.sqlite.core import SQLiteBase, dumps, positive
+from tenure.store.sqlite.core import HOLDER_GONE, SQLiteBase, dumps, positive
 
 _TASK_FIELDS = ("assignee", "attempt", "result", "reason", "data", "spec")
 _JSON_FIELDS = ("result", "data", "spec")
@@ -44,6 +44,40 @@ class RegisterMixin(SQLiteBase):
                 raise Conflict(f"team {team!r}: task {task_id!r} already exists") from exc
             self._event(cur, team, "task.created", {"task_id": task_id, "state": state}, epoch)
             return self._task(cur, team, task_id)
+
+    def create_tasks(
+        self, team: str, tasks: Sequence[tuple[str, dict[str, Any]]], *, epoch: int
+    ) -> list[TaskRecord]:
+        check_epoch("epoch", epoch)
+        rows = [(task_id, dumps(spec)) for task_id, spec in tasks]
+        created: list[str] = []
+        with self.db.write() as cur:  # one transaction: all of them or none
+            self._team_row(cur, team)
+            self._fence(cur, team, epoch)
+            now = self.now()
+            (seq,) = cur.execute("SELECT COUNT(*) FROM tasks WHERE team = ?", (team,)).fetchone()
+            for task_id, spec in rows:
+                cur.execute(
+                    "INSERT INTO tasks VALUES (?, ?, 'queued', 1, ?, 0, NULL, ?, NULL, '', '{}',"
+                    " ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (team, task_id, epoch, spec, now, now, seq),
+                )
+                if cur.rowcount:
+                    seq += 1
+                    created.append(task_id)
+                    data = {"task_id": task_id, "state": "queued"}
+                    self._event(cur, team, "task.created", data, epoch)
+            return [self._task(cur, team, task_id) for task_id in created]
+
+    def clear_tasks(self, team: str, *, epoch: int) -> int:
+        check_epoch("epoch", epoch)
+        with self.db.write() as cur:
+            self._team_row(cur, team)
+            self._fence(cur, team, epoch)
+            cur.execute("DELETE FROM tasks WHERE team = ?", (team,))
+            count = int(cur.rowcount)
+            self._event(cur, team, "register.cleared", {"count": count}, epoch)
+            return count
 
     def transition(
         self,
@@ -81,12 +115,19 @@ class RegisterMixin(SQLiteBase):
                 f"{assignments} WHERE team = ? AND task_id = ?",
                 (to, epoch, self.now(), *sets.values(), team, task_id),
             )
-            event: dict[str, Any] = {"task_id": task_id, "from": current.state, "to": to}
+            event: dict[str, Any] = {
+                "task_id": task_id,
+                "from": current.state,
+                "to": to,
+                "version": current.version + 1,
+            }
             event.update(
                 {k: v for k, v in changes.items() if v is not UNSET and k not in _QUIET_FIELDS}
             )
             if spec is not UNSET:
                 event["spec"] = True
+            if data is not UNSET:
+                event["data"] = True
             self._event(cur, team, "task.transition", event, epoch)
             return self._task(cur, team, task_id)
 
@@ -95,6 +136,18 @@ class RegisterMixin(SQLiteBase):
         if not rows:
             raise NotFound(f"team {team!r}: no task {task_id!r}")
         return _record(rows[0])
+
+    def get_tasks(self, team: str, task_ids: Sequence[str]) -> list[TaskRecord]:
+        wanted = list(dict.fromkeys(task_ids))
+        found: dict[str, TaskRecord] = {}
+        for start in range(0, len(wanted), 500):  # SQLite binds a few hundred at most
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.read(
+                f"SELECT * FROM tasks WHERE team = ? AND task_id IN ({marks})", (team, *chunk)
+            )
+            found.update((row["task_id"], _record(row)) for row in rows)
+        return [found[task_id] for task_id in wanted if task_id in found]
 
     def tasks(self, team: str) -> list[TaskRecord]:
         rows = self.db.read("SELECT * FROM tasks WHERE team = ? ORDER BY seq", (team,))
@@ -123,14 +176,36 @@ class RegisterMixin(SQLiteBase):
             ).fetchone()
             if row is not None and row["status"] == "done":
                 return EffectTicket(key, "done", json.loads(row["result"]))
-            if row is not None and row["holder"] != holder and row["claim_expires"] > now:
-                raise EffectInProgress(f"effect {key!r} is being run by {row['holder']!r}")
+            if (
+                row is not None
+                and row["holder"] != holder
+                and row["claim_expires"] > now
+                and not self._claim_gone(cur, team, key, now)
+            ):
+                raise EffectInProgress(key, str(row["holder"]))
             cur.execute(
-                "INSERT OR REPLACE INTO effects VALUES (?, ?, 'running', ?, ?, ?, NULL, ?)",
-                (team, key, holder, now + claim_seconds, epoch, now),
+                "INSERT OR REPLACE INTO effects (team, key, status, holder, claim_expires, epoch,"
+                " result, updated_at, tie) VALUES (?, ?, 'running', ?, ?, ?, NULL, ?, ?)",
+                (
+                    team,
+                    key,
+                    holder,
+                    now + claim_seconds,
+                    epoch,
+                    now,
+                    self._tie(cur, team, holder, now),
+                ),
             )
             self._event(cur, team, "effect.claimed", {"key": key, "holder": holder}, epoch)
             return EffectTicket(key, "run")
+
+    def _claim_gone(self, cur: sqlite3.Cursor, team: str, key: str, now: float) -> bool:
+        gone = HOLDER_GONE.format(t="effects", holder="holder")
+        return bool(
+            cur.execute(
+                f"SELECT 1 FROM effects WHERE team = ? AND key = ? AND {gone}", (team, key, now)
+            ).fetchone()
+        )
 
     def effect_finish(self, team: str, key: str, *, holder: str, result: Any) -> EffectTicket:
         with self.db.write() as cur:
@@ -141,7 +216,8 @@ class RegisterMixin(SQLiteBase):
                 return EffectTicket(key, "done", json.loads(row["result"]))
             epoch = row["epoch"] if row is not None else 0
             cur.execute(
-                "INSERT OR REPLACE INTO effects VALUES (?, ?, 'done', ?, NULL, ?, ?, ?)",
+                "INSERT OR REPLACE INTO effects (team, key, status, holder, claim_expires, epoch,"
+                " result, updated_at) VALUES (?, ?, 'done', ?, NULL, ?, ?, ?)",
                 (team, key, holder, epoch, dumps(result), self.now()),
             )
             self._event(cur, team, "effect.done", {"key": key, "holder": holder}, epoch)

@@ -78,6 +78,52 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_team ON events (team, seq);
         """,
     ),
+    (
+        "002_lease_proof",
+        """
+        ALTER TABLE teams ADD COLUMN claimed_at REAL;
+        ALTER TABLE teams ADD COLUMN proof TEXT;
+        """,
+    ),
+    (
+        "003_identity",
+        # A token drawn once, when the database is made: a member that finds another
+        # token (or none) under its path knows the store it opened was replaced.
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta (key, value) VALUES ('identity', lower(hex(randomblob(16))))
+        """,
+    ),
+    (
+        # a live member id is exclusive to one incarnation, and what a member holds
+        # (a delivered message, a claimed effect) is tied to that incarnation
+        "004_incarnations",
+        """
+        ALTER TABLE members ADD COLUMN incarnation TEXT NOT NULL DEFAULT '';
+        ALTER TABLE members ADD COLUMN beat_at REAL NOT NULL DEFAULT 0;
+        ALTER TABLE effects ADD COLUMN tie TEXT;
+        ALTER TABLE messages ADD COLUMN consumer TEXT;
+        ALTER TABLE messages ADD COLUMN tie TEXT;
+        """,
+    ),
+    (
+        # how many attempts a member runs at once, and how many of them are free
+        "005_member_slots",
+        """
+        ALTER TABLE members ADD COLUMN slots INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE members ADD COLUMN free_slots INTEGER NOT NULL DEFAULT 1;
+        """,
+    ),
+    (
+        # the hash of the lease holder's token (``store.base.token_hash``). A lease
+        # claimed before this migration has none and so matches no token: nobody can
+        # renew, prove or release it (which anyone reading its holder and epoch could
+        # do before), and it lapses by its TTL.
+        "006_lease_token",
+        """
+        ALTER TABLE teams ADD COLUMN token_hash TEXT;
+        """,
+    ),
 ]
 
 
