@@ -13,6 +13,7 @@ from tenure.coord.effects import run_effect
 from tenure.coord.election import LEAD_CAPABILITY, Election, rank_of
 from tenure.coord.epochs import EpochMemory
 from tenure.coord.lease import LeaseKeeper, LeaseTiming, Renewer
+from tenure.coord.lease_proof import LEASE, LeaseProofs, lease_body
 
 __all__ = [
     "ANYONE",
@@ -25,9 +26,12 @@ __all__ = [
     "LEAD_CAPABILITY",
     "Election",
     "EpochMemory",
+    "LEASE",
     "LeaseKeeper",
+    "LeaseProofs",
     "LeaseTiming",
     "Renewer",
+    "lease_body",
     "rank_of",
     "run_effect",
 ]

@@ -10,12 +10,15 @@ merely write to the store can forge either.
 The keys live outside the store, in a directory only their owner can read
 (``tenure keys init``), one folder per team path::
 
-    KEYS/acme/research/_lead.key   _lead.pub
+    KEYS/acme/research/_lead.key   _lead.pub   (_lead.prev.pub)
     KEYS/acme/research/_members/w1.key   w1.pub
 
 A leader's machine needs ``_lead.key`` and the members' ``.pub`` files; a worker's
 needs its own ``_members/ID.key`` and ``_lead.pub``. (Names starting ``_`` can be
 no team path's segment, so nested teams' folders never collide with these.)
+``_lead.prev.pub`` is the lead key a rotation replaced: a leader re-signs with the
+new key what that one signed, and nothing else accepts it. Every folder from the
+key directory down is owner-only, tightened whenever keys are made or loaded.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from pydantic import BaseModel
 
 from tenure.protocol import TenureError
 from tenure.protocol.envelope import Signature
-from tenure.protocol.errors import ConfigError
+from tenure.protocol.errors import ConfigError, ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
+from tenure.protocol.private import DIR_MODE, STATE_DIR_NAME, private_dir, tighten
 from tenure.protocol.signing import canonical
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
 ]
 
 LEAD = "lead"  # the signer id of the leading role
+PREVIOUS_LEAD = "_lead.prev.pub"  # the lead public key a rotation replaced
 ANYONE = "*"  # in ``verify(by=...)``: the leading role or any member with a key
 ENV_KEYS = "TENURE_KEYS"  # the key directory, when not given on the command line
 Role = Literal["lead", "work"]
@@ -80,6 +85,8 @@ class TeamKeys:
     team: str
     members: dict[str, Ed25519PublicKey] = field(default_factory=dict, init=False)
     lead_key: Ed25519PublicKey | None = field(default=None, init=False)
+    lead_raw: bytes | None = field(default=None, init=False)
+    lead_stamp: tuple[int, int, int] | None = field(default=None, init=False)
 
     @property
     def folder(self) -> Path:
@@ -87,8 +94,35 @@ class TeamKeys:
 
     def lead(self) -> Ed25519PublicKey:
         if self.lead_key is None:
-            self.lead_key = _public(self.folder / "_lead.pub")
+            path = self.folder / "_lead.pub"
+            self.lead_stamp = _stamp(path)
+            self.lead_key = _public(path)
         return self.lead_key
+
+    def lead_changed(self) -> bool:
+        """Re-read ``_lead.pub`` if the file changed since it was read (a rotation):
+        True if it did. A member keeps working across ``tenure keys rotate``."""
+        if self.lead_key is None or _stamp(self.folder / "_lead.pub") == self.lead_stamp:
+            return False
+        self.lead_key = self.lead_raw = None
+        try:
+            self.lead()
+        except ConfigError:
+            return False
+        return True
+
+    def previous(self) -> Ed25519PublicKey | None:
+        """The lead public key the last rotation replaced, if it was kept."""
+        path = self.folder / PREVIOUS_LEAD
+        return _public(path) if path.exists() else None
+
+    def lead_bytes(self) -> bytes:
+        """The lead public key's raw bytes: what a cache of verified bodies is keyed on."""
+        if self.lead_raw is None:
+            self.lead_raw = self.lead().public_bytes(
+                serialization.Encoding.Raw, serialization.PublicFormat.Raw
+            )
+        return self.lead_raw
 
     def member(self, member: str) -> Ed25519PublicKey | None:
         if member not in self.members:
@@ -122,6 +156,7 @@ class Credentials:
             path = keys.folder / "_lead.key"
         else:
             path = keys.folder / "_members" / f"{check_task_id(me, 'member')}.key"
+        _tighten(root, path.parent)  # an install from before is tightened too
         if not path.exists():
             hint = (
                 f"tenure keys init --team {team}"
@@ -130,6 +165,11 @@ class Credentials:
             )
             raise ConfigError(f"no {role} key for {me!r} of team {team!r} at {path}: run `{hint}`")
         return cls(team, me, role, _private(path), keys)
+
+    @property
+    def lead_fingerprint(self) -> bytes:
+        """Which lead key this member trusts (its raw public bytes)."""
+        return self.keys.lead_bytes()
 
     @property
     def signer(self) -> str:
@@ -164,20 +204,53 @@ class Credentials:
                 f"{' or '.join(sorted(allowed))}",
                 claimed=signature.by,
             )
-        public = self.keys.public_for(signature.by)
+        try:
+            public = self.keys.public_for(signature.by)
+        except ProtocolError:  # not even a member id ("../x"): no file is looked for
+            raise SignatureRefused(
+                f"the {kind} is signed by {signature.by!r}, which is no member id",
+                claimed=signature.by,
+            ) from None
         if public is None:
             raise SignatureRefused(
                 f"the {kind} is signed by {signature.by!r}, who has no key in this team",
                 claimed=signature.by,
             )
-        try:
-            public.verify(base64.b64decode(signature.sig, validate=True), canonical(self.team, kind, body))
-        except (InvalidSignature, ValueError):
-            raise SignatureRefused(
-                f"the {kind}'s signature by {signature.by!r} does not match it",
-                claimed=signature.by,
-            ) from None
-        return signature.by
+        data = canonical(self.team, kind, body)
+        if _valid(public, signature, data):
+            return signature.by
+        if signature.by == LEAD and self.keys.lead_changed() and _valid(self.keys.lead(), signature, data):
+            return signature.by  # signed with the key a rotation just put in place
+        raise SignatureRefused(
+            f"the {kind}'s signature by {signature.by!r} does not match it",
+            claimed=signature.by,
+        )
+
+    def by_previous_lead(
+        self, kind: str, body: BaseModel | dict[str, Any], signature: Signature | None
+    ) -> bool:
+        """True if ``signature`` is the lead's by the key the last rotation replaced
+        (``_lead.prev.pub``): what a leader re-signs with the current key."""
+        if signature is None or signature.by != LEAD:
+            return False
+        previous = self.keys.previous()
+        return previous is not None and _valid(previous, signature, canonical(self.team, kind, body))
+
+
+def _valid(public: Ed25519PublicKey, signature: Signature, data: bytes) -> bool:
+    try:
+        public.verify(base64.b64decode(signature.sig, validate=True), data)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 # --- making keys ---------------------------------------------------------------------------
@@ -186,9 +259,10 @@ class Credentials:
 def init_team(root: Path, team: str, members: Iterable[str] = ()) -> list[Path]:
     """A team's lead key (kept if it exists) and a key per member; returns what was made."""
     folder = TeamKeys(root, team).folder
+    _owner_only(root, folder)
     made = []
     if not (folder / "_lead.key").exists():
-        made += _write_pair(folder, "_lead")
+        made += _write_pair(root, folder, "_lead")
     for member in members:
         made += add_member(root, team, member, replace=False)
     return made
@@ -200,16 +274,27 @@ def add_member(root: Path, team: str, member: str, *, replace: bool = True) -> l
     name = check_task_id(member, "member")
     if (folder / f"{name}.key").exists() and not replace:
         return []
-    return _write_pair(folder, name)
+    return _write_pair(root, folder, name)
 
 
-def rotate_lead(root: Path, team: str) -> list[Path]:
-    """A new lead key pair; leaders need the new ``_lead.key``, members the new ``.pub``."""
-    return _write_pair(TeamKeys(root, team).folder, "_lead")
+def rotate_lead(root: Path, team: str, *, keep_previous: bool = True) -> list[Path]:
+    """A new lead key pair; leaders need the new ``_lead.key``, members the new ``.pub``.
+
+    ``keep_previous``: the old public key stays as ``_lead.prev.pub``, so the next
+    leader re-signs what it signed; without it (the old key was stolen) nothing the
+    old key signed is accepted again, and a person reviews those tasks."""
+    folder = TeamKeys(root, team).folder
+    _owner_only(root, folder)
+    current, previous = folder / "_lead.pub", folder / PREVIOUS_LEAD
+    if keep_previous and current.exists():
+        _write(previous, current.read_bytes(), 0o644)
+    elif not keep_previous:
+        previous.unlink(missing_ok=True)
+    return _write_pair(root, folder, "_lead")
 
 
-def _write_pair(folder: Path, name: str) -> list[Path]:
-    _owner_only_dirs(folder)
+def _write_pair(root: Path, folder: Path, name: str) -> list[Path]:
+    _owner_only(root, folder)
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -237,9 +322,27 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     tmp.replace(path)
 
 
-def _owner_only_dirs(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(folder, 0o700)
+def _owner_only(root: Path, folder: Path) -> None:
+    """Every folder from the key directory down to ``folder`` owner-only, made so if
+    missing, tightened if not (a ``.tenure`` above the key directory too)."""
+    private_dir(root)
+    walk = root
+    for part in folder.relative_to(root).parts:
+        walk = walk / part
+        private_dir(walk)
+
+
+def _tighten(root: Path, folder: Path) -> None:
+    """The existing folders from the key directory down to ``folder``, owner-only."""
+    walk = root
+    tighten(walk, DIR_MODE)
+    for part in folder.relative_to(root).parts:
+        walk = walk / part
+        tighten(walk, DIR_MODE)
+    for each in root.parents:
+        if each.name == STATE_DIR_NAME:
+            tighten(each, DIR_MODE)
+            break
 
 
 def _private(path: Path) -> Ed25519PrivateKey:

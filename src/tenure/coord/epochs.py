@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.ids import check_task_id, check_team
 from tenure.protocol.private import DIR_MODE, FILE_MODE, private_dir, tighten
 
 
@@ -29,10 +30,14 @@ class EpochMemory:
 
     @classmethod
     def for_member(cls, state_dir: Path | None, team: str, member: str) -> EpochMemory:
+        """``STATE_DIR/members/<team path>/<member>.epoch.json``: the team and member are
+        checked first, so the file is always inside ``state_dir``."""
+        check_team(team)
         if state_dir is None:
             return cls(None)
+        check_task_id(member, "member_id")  # it names the file
         root = state_dir / "members"
-        return cls(root / team / f"{member}.epoch.json", root=root)
+        return cls(root.joinpath(*team.split("/"), f"{member}.epoch.json"), root=root)
 
     @property
     def highest(self) -> int:
