@@ -205,14 +205,18 @@ class SDKModel:
                 self.sdk, exc, self.provider, self.name, redact_url(self.url)
             ) from None
 
-    def send(self, request: Callable[[Any], T]) -> T:
-        """``request(client)``, with the SDK's own retries; or, under a stop
-        (``tenure.models.stop``: an attempt's deadline or cancellation), with each try's
-        timeout cut to the time left and retries made here, so that no request starts
-        once the attempt must stop (``ModelError`` kind ``stopped``)."""
+    def send(self, request: Callable[[Any], T], *, max_retries: int | None = None) -> T:
+        """``request(client)``, with the SDK's own retries (``max_retries`` of them, default
+        the model's); or, under a stop (``tenure.models.stop``: an attempt's deadline or
+        cancellation), with each try's timeout cut to the time left and retries made
+        here, so that no request starts once the attempt must stop (``ModelError`` kind
+        ``stopped``)."""
+        limit = self.max_retries if max_retries is None else max_retries
         stop = current_stop()
         if stop is None:
-            return request(self.client)
+            if limit == self.max_retries:
+                return request(self.client)
+            return request(self.client.with_options(max_retries=limit))
         retries = 0
         while True:
             left = stop.check(self.provider, self.name)
@@ -222,7 +226,7 @@ class SDKModel:
                 return request(client)
             except self.sdk.APIError as exc:
                 kind = translate_error(self.sdk, exc, self.provider, self.name, self.url).kind
-                if kind not in SDK_RETRIED or retries >= self.max_retries:
+                if kind not in SDK_RETRIED or retries >= limit:
                     raise
                 retries += 1
                 stop.pause(backoff(retries, _retry_after(exc)))

@@ -7,9 +7,10 @@ talk to models only through this.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from tenure.protocol.limits import MAX_PLAN_BYTES, decode_json
 
 Role = Literal["system", "user", "assistant"]
 
@@ -72,7 +73,7 @@ class Completion:
         if text.startswith("```"):
             text = text.split("\n", 1)[1] if "\n" in text else ""
             text = text.rsplit("```", 1)[0]
-        return json.loads(text)
+        return decode_json(text, field="(answer)", limit=MAX_PLAN_BYTES)
 
 
 class Model(Protocol):

@@ -6,7 +6,11 @@ others; only the base URL changes. Structured output uses ``response_format``
 ``json_schema``; a server that refuses it (llama-cpp-python answers HTTP 500) is
 asked once more with ``json_object`` and the schema in the prompt, which is then
 used for that model for the rest of the run (a warning line says so, and the
-completion's ``fallback`` too, for the caller's event log). The SDK does the retries (exponential backoff with jitter on
+completion's ``fallback`` too, for the caller's event log). Until a server has
+answered one ``json_schema`` request, that request goes without the SDK's retries,
+so a refusal falls back at once instead of after every retry of the same refused
+form; a busy server (429, a timeout) is then asked again with the retries it had
+left. The SDK does the retries (exponential backoff with jitter on
 429, 5xx, timeouts and lost connections, honouring ``retry-after``); whatever
 is left after them becomes a :class:`ModelError`.
 """
@@ -20,7 +24,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from tenure.models._sdk import SDKModel, Tokens, as_int, count
+from tenure.models._sdk import SDK_RETRIED, SDKModel, Tokens, as_int, count
 from tenure.models.base import ChatMessage, Completion
 from tenure.models.errors import ModelError
 from tenure.models.guard import check_request
@@ -35,6 +39,7 @@ REFUSED_FORM = frozenset({400, 422, 500, 501})
 log = logging.getLogger("tenure.models")
 _lock = threading.Lock()
 _json_schema_refused: dict[tuple[str, str], str] = {}  # (url, model) -> what was said
+_json_schema_answered: set[tuple[str, str]] = set()  # (url, model) that took json_schema
 
 
 class OpenAIModel(SDKModel):
@@ -58,14 +63,24 @@ class OpenAIModel(SDKModel):
         key = (self.url, self.name)
         with _lock:
             refused = _json_schema_refused.get(key)
+            known = key in _json_schema_answered
         if refused is not None:  # this server said no before: the next form straight away
             return self._complete(prompted, JSON_OBJECT, max_tokens)
-        try:
-            return self._complete(sent, _json_schema(json_schema), max_tokens)
+        structured = _json_schema(json_schema)
+        try:  # the first time, no retries: a refusal is not worth repeating
+            completion = self._complete(sent, structured, max_tokens, retries=known)
         except ModelError as exc:
-            if exc.status not in REFUSED_FORM:
+            if exc.status in REFUSED_FORM:
+                first = exc
+            elif known or exc.kind not in SDK_RETRIED or self.max_retries == 0:
                 raise
-            first = exc
+            else:  # busy or away, not a refusal: the retries it was not given
+                retried = self._complete(
+                    sent, structured, max_tokens, retries=True, spent=1
+                )
+                return self._answered(key, retried)
+        else:
+            return self._answered(key, completion)
         said = (
             f"{self.provider}:{self.name} at {redact_url(self.url)} refused structured output "
             f"(response_format json_schema: HTTP {first.status}); falling back to json_object "
@@ -86,12 +101,24 @@ class OpenAIModel(SDKModel):
             _json_schema_refused[key] = said
         return replace(completion, fallback=said)
 
+    @staticmethod
+    def _answered(key: tuple[str, str], completion: Completion) -> Completion:
+        """This server takes ``json_schema``: its later requests get the SDK's retries."""
+        with _lock:
+            _json_schema_answered.add(key)
+        return completion
+
     def _complete(
         self,
         messages: list[ChatMessage],
         response_format: dict[str, Any] | None,
         max_tokens: int | None,
+        *,
+        retries: bool = True,
+        spent: int = 0,
     ) -> Completion:
+        """One request; ``retries`` False: none of the SDK's, ``spent``: that many tries
+        were made already (the retries are what is left of the model's)."""
         kwargs: dict[str, Any] = {
             "model": self.name,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
@@ -104,7 +131,10 @@ class OpenAIModel(SDKModel):
         started = time.monotonic()
         with self.sdk_errors():
             read = self._streamed if self.stream else self._whole
-            text, finish, refusal, tokens = self.send(lambda client: read(client, kwargs))
+            limit = max(0, self.max_retries - spent) if retries else 0
+            text, finish, refusal, tokens = self.send(
+                lambda client: read(client, kwargs), max_retries=limit
+            )
         if finish == "content_filter" and refusal is None:
             refusal = "the server's content filter stopped the answer"
         return self.completion(
@@ -190,3 +220,4 @@ def forget_refusals() -> None:
     """Forget which servers refused ``json_schema`` (tests; a new run in one process)."""
     with _lock:
         _json_schema_refused.clear()
+        _json_schema_answered.clear()

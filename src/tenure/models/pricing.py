@@ -21,16 +21,15 @@ counted as unpriced, and a cost budget refuses to run it rather than overrun.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.limits import MAX_PLAN_BYTES, decode_json
+from tenure.protocol.yaml_guard import load_yaml
 
 ENV_PRICES = "TENURE_PRICES"
 
@@ -142,8 +141,11 @@ class PriceTable:
                 f"cannot read the price table {path} ({exc.strerror}): fix {ENV_PRICES}"
             ) from None
         try:
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as exc:
+            if path.suffix == ".json":
+                data = decode_json(text, field="(prices)", limit=MAX_PLAN_BYTES)
+            else:
+                data = load_yaml(text, source=str(path))
+        except ValueError as exc:
             raise ConfigError(f"price table {path} is not valid JSON/YAML: {exc}") from None
         return (base or cls()).with_overrides(parse_prices(data, str(path)))
 

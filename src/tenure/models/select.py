@@ -123,8 +123,8 @@ def open_model(
     parsed = spec if isinstance(spec, ModelSpec) else model_spec(spec, source="model")
     provider = PROVIDERS[parsed.provider]
     key = _api_key(parsed, provider)
-    timeout = timeout if timeout is not None else _env_float(ENV_TIMEOUT, 60.0)
-    retries = max_retries if max_retries is not None else int(_env_float(ENV_RETRIES, 3))
+    timeout = timeout if timeout is not None else _env_float(ENV_TIMEOUT, 60.0, 3600.0)
+    retries = max_retries if max_retries is not None else int(_env_float(ENV_RETRIES, 3, 20))
     streaming = stream if stream is not None else os.environ.get(ENV_STREAM, "") in ("1", "true")
     common = {
         "base_url": parsed.base_url,
@@ -142,6 +142,12 @@ def open_model(
     from tenure.models.openai_adapter import OpenAIModel
 
     return OpenAIModel(parsed.model, **common)  # type: ignore[arg-type]
+
+
+def api_key(spec: ModelSpec) -> str | None:
+    """The key ``spec`` is used with (from its provider's variable), None where a local
+    server needs none; ConfigError naming the variable when a hosted API lacks it."""
+    return _api_key(spec, PROVIDERS[spec.provider])
 
 
 def _api_key(spec: ModelSpec, provider: Provider) -> str | None:
@@ -163,7 +169,7 @@ def _api_key(spec: ModelSpec, provider: Provider) -> str | None:
     return None
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float, ceiling: float) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -171,8 +177,8 @@ def _env_float(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if value < 0:
-        raise ConfigError(f"{name}={raw!r} must be >= 0")
+    if not 0 <= value <= ceiling:  # inf and nan too: a retry count or timeout is finite
+        raise ConfigError(f"{name}={raw!r}: a number from 0 to {ceiling:g}")
     return value
 
 
