@@ -7,6 +7,7 @@ from tenure.executors.base import (
     UnknownExecutor,
     coerce_result,
     failed,
+    fit_result,
     make_result,
     safe_result,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "UnknownExecutor",
     "coerce_result",
     "failed",
+    "fit_result",
     "make_result",
     "resolve_executor",
     "safe_result",

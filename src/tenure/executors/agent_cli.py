@@ -19,13 +19,24 @@ fresh index (``git.commit_onto``), never trusting the worktree's ``.git`` file,
 The agent gets the allowlisted environment (``executors.environment``) and, of the
 model keys, only its preset's (``PRESET_KEYS``: ``ANTHROPIC_API_KEY`` for claude,
 ``OPENAI_API_KEY`` for codex, aider and opencode, ``GEMINI_API_KEY`` for gemini); a
-``script:`` agent gets none unless the operator passes it (``--pass-env``).
+``script:`` agent gets none unless the operator passes it (``--pass-env``). With a model
+setting (``--agent-model``, ``agent_model.py``) the preset gets that setting's key in
+its key variable instead, and the ambient one not at all (it belongs to another server).
+Each preset's command line, home files and model setup are in ``agent_presets.py``;
+``extra_args`` (``--agent-arg``) are appended to the command line.
+
+``with_mcp()`` (``tenure code --agent-mcp``) points the agent at its attempt's MCP
+server instead of a result file: the preset writes the server into the CLI's own
+MCP configuration in the attempt's home, the prompt tells the agent to report through
+its tools, and ``run`` is given the server's URL (``TENURE_MCP_URL``; a ``script:``
+agent reads that and ``TENURE_MCP_TOKEN`` itself).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -33,13 +44,21 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tenure.executors import git
+from tenure.executors.agent_model import ENV_AGENT_MODEL, AgentModel
+from tenure.executors.agent_presets import MCP_TOKEN_VAR, PRESETS, Setup
 from tenure.executors.containment import UnsafeFile, open_append, read_beneath
 from tenure.executors.environment import child_env
-from tenure.executors.process_group import kill_group
+from tenure.executors.process_group import (
+    ChildProcess,
+    describe,
+    forget_child,
+    kill_group,
+    start_child,
+)
 from tenure.executors.sandbox import SANDBOX_MODES, Layout, SandboxMode, bwrap_problem
 from tenure.protocol.errors import ConfigError
 from tenure.protocol.private import private_dir
@@ -52,62 +71,20 @@ PROMPT = (
     "Do not commit; do not edit files under .tenure/."
 )
 
-# name -> (argv template, the CLI's own config/home variable or None)
-PRESETS: dict[str, tuple[list[str], str | None]] = {
-    "claude": (
-        [
-            "claude",
-            "-p",
-            "{prompt}",
-            "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Read,Edit,Write,Bash",
-        ],
-        "CLAUDE_CONFIG_DIR",
-    ),
-    "codex": (
-        [
-            "codex",
-            "exec",
-            "-s",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "-C",
-            "{worktree}",
-            "{prompt}",
-        ],
-        "CODEX_HOME",
-    ),
-    "aider": (
-        [
-            "aider",
-            "--message",
-            "{prompt}",
-            "--yes-always",
-            "--no-auto-commits",
-            "--no-gitignore",
-            "--map-tokens",
-            "0",
-            "--input-history-file",
-            "{home}/aider.input.history",
-            "--chat-history-file",
-            "{home}/aider.chat.history.md",
-            "--read",
-            "{task_file}",
-        ],
-        None,
-    ),
-    "gemini": (["gemini", "-p", "{prompt}"], None),
-    "opencode": (["opencode", "run", "{prompt}"], None),
-}
-PRESET_KEYS: dict[str, tuple[str, ...]] = {
-    "claude": ("ANTHROPIC_API_KEY",),
-    "codex": ("OPENAI_API_KEY",),
-    "aider": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY",),
-    "opencode": ("OPENAI_API_KEY",),
-}
+PROMPT_MCP = (
+    "You are one worker of a coding team. Your task is in {task_file}; the MCP server "
+    "'tenure' serves it too: call its read_task tool first. Do the task in this "
+    "directory. Change only the paths listed under Scope. Run the acceptance checks "
+    "yourself. Check in with report_progress. When done, call submit_result with status "
+    "completed (or failed or refused, with the reason in notes.uncertain) and notes "
+    '{"changed": [...], "verified": [the commands you ran and their outcome], '
+    '"uncertain": [open questions]}; if you cannot go on without an answer, call '
+    "ask_question and stop. If the tenure tools are not available, write that report to "
+    "{result_file} instead. Do not commit; do not edit files under .tenure/."
+)
+ENV_MCP_URL = "TENURE_MCP_URL"
+
+PRESET_KEYS: dict[str, tuple[str, ...]] = {name: p.keys for name, p in PRESETS.items()}
 """The provider key each preset is given from the environment, and no other."""
 AGENT_PID_FILE = "agent.pid"
 AGENT_HELP = "claude, codex, aider, gemini, opencode, or script:CMD with {task_file} {result_file} {worktree}"
@@ -135,30 +112,98 @@ class AgentCLI:
     template: list[str]
     config_var: str | None = None
     isolate_home: bool = True
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # a model key, maybe
     grace_seconds: float = 2.0
     pass_env: tuple[str, ...] = ()
     # "auto": in bubblewrap where it works, else unsandboxed (and said so); "bwrap":
     # refuse to run without it; "off": never (``tenure code --no-sandbox``)
     sandbox: SandboxMode = "auto"
+    # what a preset writes in the attempt's home and the variables naming those files
+    setup: Setup = field(default_factory=Setup)
+    model: AgentModel | None = None  # the server it is pointed at (--agent-model)
+    in_sandbox: dict[str, str] = field(default_factory=dict)  # argv swaps inside bwrap
+    mcp: bool = False  # reports over its attempt's MCP server (``with_mcp``)
 
     @classmethod
     def from_spec(
-        cls, spec: str, *, isolate_home: bool = True, sandbox: SandboxMode = "auto"
+        cls,
+        spec: str,
+        *,
+        isolate_home: bool = True,
+        sandbox: SandboxMode = "auto",
+        model: AgentModel | None = None,
+        bare: bool = False,
+        extra_args: Sequence[str] = (),
     ) -> AgentCLI:
+        """A preset or ``script:CMD``; ``model``: the server it is pointed at
+        (``--agent-model``); ``bare``: the CLI's small-prompt mode (``--agent-bare``);
+        ``extra_args``: appended to its command line (``--agent-arg``)."""
         if spec in PRESETS:
-            template, var = PRESETS[spec]
-            return cls(
-                spec, list(template), var, isolate_home, pass_env=PRESET_KEYS[spec], sandbox=sandbox
-            )
+            return cls._preset(spec, isolate_home, sandbox, model, bare, extra_args)
         kind, _, rest = spec.partition(":")
         if kind in ("script", "command") and rest.strip():
+            if bare:
+                raise ConfigError("--agent-bare is a preset's mode (claude); a script has none")
             try:
                 argv = shlex.split(rest)
             except ValueError as exc:
                 raise ConfigError(f"--agent {spec!r}: {exc}") from None
-            return cls("script", argv, None, isolate_home, sandbox=sandbox)
+            env = {} if model is None else {ENV_AGENT_MODEL: str(model.spec)}
+            argv += list(extra_args)
+            return cls("script", argv, None, isolate_home, env=env, sandbox=sandbox, model=model)
         raise ConfigError(f"--agent must be one of {AGENT_HELP}; got {spec!r}")
+
+    @classmethod
+    def _preset(
+        cls,
+        name: str,
+        isolate_home: bool,
+        sandbox: SandboxMode,
+        model: AgentModel | None,
+        bare: bool,
+        extra_args: Sequence[str],
+    ) -> AgentCLI:
+        if model is not None and not isolate_home:
+            raise ConfigError(
+                "--agent-model configures the agent in a home of its own per attempt; "
+                "it does not go with --share-home (your login): drop one of them"
+            )
+        preset = PRESETS[name]
+        setup = preset.setup(model, bare=bare)
+        env = dict(setup.env)
+        pass_env = preset.keys
+        if model is not None:  # its key, under the CLI's own name; the ambient one stays
+            env[preset.key_var(model)] = model.key_or_placeholder()
+            pass_env = ()
+        template = [*preset.argv, *setup.argv, *extra_args]
+        return cls(
+            name,
+            template,
+            preset.config_var,
+            isolate_home,
+            env=env,
+            pass_env=pass_env,
+            sandbox=sandbox,
+            setup=setup,
+            model=model,
+            in_sandbox=dict(preset.in_sandbox),
+        )
+
+    def with_mcp(self) -> AgentCLI:
+        """This agent, pointed at its attempt's MCP server (``--agent-mcp``): the
+        preset's MCP configuration added (ConfigError for a CLI without an MCP client)."""
+        if self.mcp:
+            return self
+        if self.name not in PRESETS:  # a script reads TENURE_MCP_URL and the token itself
+            return replace(self, mcp=True)
+        if not self.isolate_home:
+            raise ConfigError(
+                "--agent-mcp configures the agent in a home of its own per attempt; it "
+                "does not go with --share-home (your login): drop one of them"
+            )
+        setup = PRESETS[self.name].mcp(self.setup)
+        added = list(setup.argv[len(self.setup.argv) :])
+        return replace(self, mcp=True, setup=setup, template=[*self.template, *added])
 
     def sandboxed(self) -> bool:
         """Whether the agent runs in bubblewrap (``ConfigError`` if it must and cannot)."""
@@ -195,8 +240,41 @@ class AgentCLI:
                 "or pick another with --agent (e.g. script:CMD)"
             )
 
-    def argv(self, values: Mapping[str, str]) -> list[str]:
-        return [part.format_map(_Values(values)) for part in self.template]
+    def argv(self, values: Mapping[str, str], *, sandboxed: bool = False) -> list[str]:
+        """The command line; ``sandboxed``: inside Tenure's bubblewrap, where the
+        preset's own sandbox flag is swapped (``in_sandbox``: codex cannot nest one)."""
+        swap = self.in_sandbox if sandboxed else {}
+        return [swap.get(part, fill(part, values)) for part in self.template]
+
+    def home_vars(self, home: str) -> dict[str, str]:
+        """The variables that point the CLI at the attempt's ``home`` (a path, or the
+        placeholder ``{home}`` for ``tenure agents``); none with a shared home."""
+        if not self.isolate_home:
+            return {}
+        env = {"XDG_CONFIG_HOME": f"{home}/.config", "XDG_CACHE_HOME": f"{home}/.cache"}
+        if self.config_var:
+            env[self.config_var] = f"{home}/{self.name}"
+        else:
+            env["HOME"] = home
+        for var, relative in self.setup.home_env.items():
+            env[var] = f"{home}/{relative}"
+        return env
+
+    def prepare_home(self, home: Path, mcp_url: str | None = None) -> dict[str, str]:
+        """Create what the CLI needs in the attempt's ``home`` (its config directory, the
+        preset's files, with the attempt's MCP server's URL) and return the variables
+        that point it there. Nothing with a shared home: the user's own configuration
+        is never written."""
+        if not self.isolate_home:
+            return {}
+        if self.config_var:
+            private_dir(home / self.name)
+        urls = {"mcp_url": mcp_url} if mcp_url else {}
+        for relative, text in self.setup.files.items():
+            path = home / relative
+            private_dir(path.parent)
+            _write_new(path, fill(text, urls))
+        return self.home_vars(str(home))
 
     def run(
         self,
@@ -213,13 +291,20 @@ class AgentCLI:
         branch: str | None = None,
         protect: Sequence[Path] = (),
         before_commit: Callable[[], object] | None = None,
+        on_start: Callable[[ChildProcess], None] | None = None,
+        mcp_url: str | None = None,
     ) -> AgentRun:
         """Run the agent once in ``worktree``; ``dirs``: the worktree's git directories
         (its own writable in the sandbox); ``branch``: the attempt's branch, where what
         the agent left is committed whatever its ``HEAD`` says; ``protect``: directories
         put back read-only over a shared home (the repository, its git directory);
         ``before_commit``: called once the agent is gone, before anything is committed
-        (the leader's guard undoes what the agent may not change)."""
+        (the leader's guard undoes what the agent may not change); ``on_start``: told of
+        the agent's process (the attempt records it, see ``process_group``);
+        ``mcp_url``: the attempt's MCP server, for an agent ``with_mcp`` (its token in
+        ``extra_env``)."""
+        if self.mcp and not (mcp_url and extra_env.get(MCP_TOKEN_VAR)):
+            raise ConfigError("an agent with_mcp runs with its attempt's MCP server and token")
         private_dir(attempt_dir)  # its log and the agent's own home (its login) stay ours
         home = private_dir(attempt_dir / "home")
         log = attempt_dir / "agent.log"
@@ -230,25 +315,19 @@ class AgentCLI:
             "worktree": str(worktree),
             "home": str(home),
         }
-        values["prompt"] = PROMPT.format_map(_Values(values))
-        argv = self.argv(values)
-        env = child_env(
-            {
-                **self.env,
-                **extra_env,
-                "TENURE_TASK_FILE": str(task_file),
-                "TENURE_RESULT_FILE": str(result_file),
-                "TENURE_WORKTREE": str(worktree),
-            },
-            pass_names=self.pass_env,
-        )
-        if self.isolate_home:
-            env["XDG_CONFIG_HOME"] = str(home / ".config")
-            env["XDG_CACHE_HOME"] = str(home / ".cache")
-            if self.config_var:
-                env[self.config_var] = str(home / self.name)
-            else:
-                env["HOME"] = str(home)
+        values["prompt"] = fill(PROMPT_MCP if self.mcp else PROMPT, values)
+        argv = self.argv(values, sandboxed=sandboxed)
+        given = {
+            **self.env,
+            **extra_env,
+            "TENURE_TASK_FILE": str(task_file),
+            "TENURE_RESULT_FILE": str(result_file),
+            "TENURE_WORKTREE": str(worktree),
+        }
+        if self.mcp and mcp_url:
+            given[ENV_MCP_URL] = mcp_url
+        env = child_env(given, pass_names=self.pass_env)
+        env.update(self.prepare_home(home, mcp_url if self.mcp else None))
         if sandboxed:
             (home / "tmp").mkdir(exist_ok=True)
             env["TMPDIR"] = str(home / "tmp")  # /tmp is read-only in the sandbox
@@ -268,14 +347,13 @@ class AgentCLI:
                 sink.write(f"[tenure] {self.sandbox_note()}\n".encode())
             sink.flush()
             try:
-                proc = subprocess.Popen(
+                proc = start_child(
                     command,
                     cwd=worktree,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
                 )
             except OSError as exc:
                 reason = f"cannot start {argv[0]!r}: {exc.strerror}"
@@ -283,6 +361,8 @@ class AgentCLI:
                 return AgentRun(None, False, 0.0, log, False, reason)
             pid_file = attempt_dir / AGENT_PID_FILE
             _write_pid(pid_file, proc.pid)  # so a resumed leader can end an orphan
+            if on_start is not None:
+                on_start(describe(proc))
             code: int | None = None
             cancelled = False
             while code is None:
@@ -304,6 +384,7 @@ class AgentCLI:
                     continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # what it left running in its group
+            forget_child(proc)
         seconds = time.monotonic() - started
         pid_file.unlink(missing_ok=True)
         if before_commit is not None:
@@ -367,13 +448,22 @@ def _an_agent(pid: int) -> bool:
 
 
 def _write_pid(path: Path, pid: int) -> None:
+    _write_new(path, f"{pid}\n", 0o644)
+
+
+def _write_new(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``path`` afresh, never through a link an earlier process left there."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w") as fh:
-        fh.write(f"{pid}\n")
+        fh.write(text)
 
 
-class _Values(dict[str, str]):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each known ``{name}`` replaced; any other brace is kept as written
+    (a JSON or TOML argument is not a format string)."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m[1], m[0]), text)

@@ -16,8 +16,20 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from tenure.protocol import CommandEvidence, ProtocolError, TaskEnvelope, TaskResult
+from tenure.executors.process_group import ChildProcess
+from tenure.protocol import (
+    CommandEvidence,
+    Notes,
+    ProtocolError,
+    TaskEnvelope,
+    TaskResult,
+    to_dict,
+)
 from tenure.protocol.codec import translate
+from tenure.protocol.limits import MAX_RESULT_BYTES, check_depth, human, json_size
+
+REASON_LIMIT = 8 * 1024
+"""The most of a failure's reason and output a failed result carries (its end)."""
 
 T = TypeVar("T")
 
@@ -34,6 +46,10 @@ def _no_record(kind: str, data: dict[str, Any]) -> None:
     return None
 
 
+def _no_child(child: ChildProcess) -> None:
+    return None
+
+
 @dataclass
 class TaskContext:
     """What the follower lends the executor for one attempt."""
@@ -46,6 +62,19 @@ class TaskContext:
     run_effect: Callable[[str, Callable[[], Any]], Any] = _run_directly
     envelope: TaskEnvelope | None = None
     record_event: Callable[[str, dict[str, Any]], None] = _no_record
+    run_mark: str = ""
+    """Names this execution; an executor sets it as ``TENURE_RUN_MARK`` in the
+    environment of what it starts, so a survivor is found wherever it moved."""
+    child_started: Callable[[ChildProcess], None] = _no_child
+    """Told of every process the executor starts (``process_group.start_child``), so
+    the attempt records it and the next holder can end it if this member dies."""
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The attempt's key (``<task_id>:attempt-<n>``): hand it to an external API
+        that de-duplicates (a payment's idempotency key, a unique column), and a
+        repeat of this attempt is refused there too."""
+        return self.envelope.idempotency_key if self.envelope else None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """A check-in to the leader; the follower restates the criteria with it."""
@@ -85,7 +114,9 @@ def make_result(envelope: TaskEnvelope, status: str = "completed", **fields: Any
 def failed(
     envelope: TaskEnvelope, reason: str, *, output: str = "", command: str = ""
 ) -> TaskResult:
-    """A failed result whose evidence carries the reason, for the next attempt's history."""
+    """A failed result whose evidence carries the reason, for the next attempt's history.
+    A reason or output longer than ``REASON_LIMIT`` keeps its beginning and end."""
+    reason, output = _clip(reason), _clip(output)
     evidence = [
         CommandEvidence(command=command or "(executor)", exit_code=1, output=output or reason)
     ]
@@ -93,7 +124,9 @@ def failed(
 
 
 def coerce_result(envelope: TaskEnvelope, value: Any) -> TaskResult:
-    """Accept a TaskResult, a result-shaped dict (has ``status``), or a bare artifact."""
+    """Accept a TaskResult, a result-shaped dict (has ``status``), or a bare artifact.
+    ``ProtocolError`` for a value nested deeper than ``MAX_JSON_DEPTH``."""
+    check_depth(value.artifact if isinstance(value, TaskResult) else value, "result")
     if isinstance(value, TaskResult):
         return value
     if isinstance(value, dict) and "status" in value:
@@ -111,13 +144,50 @@ def coerce_result(envelope: TaskEnvelope, value: Any) -> TaskResult:
 
 
 def safe_result(envelope: TaskEnvelope, produce: Callable[[], Any]) -> TaskResult:
-    """Run ``produce`` and turn anything it returns or raises into a valid result."""
+    """Run ``produce`` and turn anything it returns or raises into a valid result that
+    fits in one message (``fit_result``)."""
     try:
-        return coerce_result(envelope, produce())
+        return fit_result(coerce_result(envelope, produce()))
     except ProtocolError as exc:
         return failed(envelope, f"the executor returned an invalid result: {exc}")
+    except RecursionError:
+        return failed(envelope, "the executor returned a result nested too deeply")
     except Exception as exc:  # an executor bug must not crash the follower
         return failed(envelope, f"{type(exc).__name__}: {exc}")
+
+
+def fit_result(result: TaskResult) -> TaskResult:
+    """``result``, or — when it is over ``MAX_RESULT_BYTES`` and could not travel to the
+    leader in one message — a failed result of the same attempt saying how large it
+    was, with the spend it reported (what was spent is spent)."""
+    size = json_size(to_dict(result))
+    if size <= MAX_RESULT_BYTES:
+        return result
+    why = too_large("the result", size)
+    return TaskResult(
+        task_id=result.task_id,
+        idempotency_key=result.idempotency_key,
+        epoch=result.epoch,
+        status="failed",
+        notes=Notes(uncertain=[why]),
+        evidence=[CommandEvidence(command="(executor)", exit_code=1, output=why)],
+        usage=result.usage,
+    )
+
+
+def too_large(what: str, size: int) -> str:
+    """Why an output cannot be a result: ``stdout was 20.0 MiB (20,971,520 bytes); ...``."""
+    return (
+        f"{what} was {human(size)} ({size:,} bytes); the limit is {human(MAX_RESULT_BYTES)} "
+        f"({MAX_RESULT_BYTES:,} bytes): put large output in a file and return its path"
+    )
+
+
+def _clip(text: str) -> str:
+    if len(text) <= REASON_LIMIT:
+        return text
+    half = REASON_LIMIT // 2
+    return f"{text[:half]}\n[... {len(text) - REASON_LIMIT:,} characters cut ...]\n{text[-half:]}"
 
 
 class UnknownExecutor:

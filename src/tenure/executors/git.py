@@ -195,7 +195,7 @@ def ok(cwd: Path, *args: str, at: Dirs | None = None) -> bool:
 def repo_root(path: Path) -> Path:
     """The top of the working tree containing ``path``, or ``NotARepository``."""
     if not path.is_dir():
-        raise NotARepository(f"{path} is not a directory; pass --repo PATH of a git repository")
+        raise NotARepository(f"{path} is not a directory; pass --workdir PATH of a git repository")
     proc = subprocess.run(
         safe_argv("rev-parse", "--show-toplevel"),
         cwd=path,
@@ -207,7 +207,7 @@ def repo_root(path: Path) -> Path:
     if proc.returncode != 0:
         raise NotARepository(
             f"{path} is not a git repository; run `git init` there and commit, "
-            "or pass --repo PATH of one"
+            "or pass --workdir PATH of one"
         )
     return Path(proc.stdout.strip()).resolve()
 

@@ -37,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from tenure import observe
 from tenure.executors.base import TaskContext, make_result
 from tenure.executors.llm_answer import (
     FINAL_STATUSES,
@@ -59,7 +60,7 @@ from tenure.executors.llm_prompt import (
     render_envelope,
     repair_message,
 )
-from tenure.models import ChatMessage, Completion, Model, ModelError
+from tenure.models import ChatMessage, Completion, Model, ModelError, traced
 from tenure.models.select import open_model
 from tenure.models.stop import StopWhen, stopping
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult
@@ -90,7 +91,10 @@ __all__ = [
 
 
 STOPPED_PREFIX = "stopped"
-POLL_SECONDS = 0.05  # how often a waiting attempt looks at its deadline and cancellation
+LOOK_SECONDS = 0.5
+"""The longest a waiting attempt goes without looking at its cancellation (its deadline
+it wakes for exactly): a worker holding hundreds of calls in flight wakes for each a
+couple of times a second, not twenty."""
 OVERRUN_GRACE = 1.0  # how long past the deadline a call may take to end by itself
 
 
@@ -219,25 +223,29 @@ class _Attempt:
         box: dict[str, Any] = {}
         lock = threading.Lock()
         left_behind = threading.Event()
+        ended = threading.Event()
 
         def run() -> None:
             try:
                 with stopping(self.stop):
-                    box["completion"] = self.model.complete(
-                        messages, json_schema=schema, max_tokens=max_tokens
+                    box["completion"] = traced.complete(
+                        self.model, messages, json_schema=schema, max_tokens=max_tokens
                     )
             except BaseException as exc:  # handed over to the attempt's own thread
                 box["error"] = exc
             with lock:
                 box["done"] = True
                 late = left_behind.is_set()
+            ended.set()
             if late and "completion" in box:
                 self._count(box["completion"], purpose, abandoned=True)
 
-        thread = threading.Thread(target=run, daemon=True, name="tenure-model-call")
+        thread = threading.Thread(
+            target=observe.carried(run), daemon=True, name="tenure-model-call"
+        )
         thread.start()
         while True:
-            thread.join(POLL_SECONDS)
+            ended.wait(self._look_again())
             with lock:
                 if box.get("done"):
                     break
@@ -249,6 +257,14 @@ class _Attempt:
             raise box["error"]
         completion: Completion = box["completion"]
         return completion
+
+    def _look_again(self) -> float:
+        """Seconds until the waiting attempt looks again: at the deadline's grace, or
+        ``LOOK_SECONDS`` for a cancellation, whichever is first."""
+        left = self.stop.left()
+        if left is None:
+            return LOOK_SECONDS
+        return min(LOOK_SECONDS, max(0.01, left + OVERRUN_GRACE + 0.01))
 
     def _give_up(self) -> str | None:
         """Why to stop waiting for the call in flight: the member cancelled the attempt,

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
-
 from tenure.models import Completion
 from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult
 
@@ -102,6 +100,8 @@ def validate_answer(
 
 
 def _validate(value: Any, schema: dict[str, Any], prefix: str) -> None:
+    import jsonschema  # loaded with the first answer checked, not with the package
+
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:

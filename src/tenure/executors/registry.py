@@ -3,7 +3,7 @@
 ``noop`` · ``sleep:SECONDS`` · ``command:CMDLINE`` · ``python:MODULE:ATTR`` where
 ATTR is a function ``fn(envelope, ctx)``, an object with ``execute``, or a
 zero-argument factory returning one · ``llm`` (the model ``TENURE_MODEL`` names)
-or ``llm:PROVIDER:MODEL[@BASE_URL]``.
+or ``llm:PROVIDER:MODEL[@BASE_URL]`` · ``a2a:URL`` (a remote A2A agent).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import os
 from typing import Any, cast
 
 from tenure.executors.base import Executor
@@ -19,7 +20,9 @@ from tenure.executors.python import PythonExecutor
 from tenure.executors.scripted import NoopExecutor, SleepExecutor
 from tenure.protocol import ProtocolError
 
-SPEC_HELP = "noop, sleep:SECONDS, command:CMDLINE, python:MODULE:ATTR or llm[:PROVIDER:MODEL]"
+SPEC_HELP = (
+    "noop, sleep:SECONDS, command:CMDLINE, python:MODULE:ATTR, llm[:PROVIDER:MODEL] or a2a:URL"
+)
 
 
 def resolve_executor(spec: str, *, field: str = "executor") -> Executor:
@@ -45,6 +48,10 @@ def resolve_executor(spec: str, *, field: str = "executor") -> Executor:
         from tenure.executors.llm import LLMExecutor  # imports the model layer only when used
 
         return LLMExecutor.from_spec(rest)
+    if kind == "a2a" and rest:
+        from tenure.executors.a2a import ENV_REMOTE_TOKEN, A2AExecutor  # the SDK, only now
+
+        return A2AExecutor(rest, token=os.environ.get(ENV_REMOTE_TOKEN) or None)
     raise ProtocolError(field, f"one of {SPEC_HELP}; got {spec!r}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,15 +17,18 @@ class NoopExecutor:
 
 
 class SleepExecutor:
-    """Takes a fixed time, checking in halfway; stands in for a slow agent."""
+    """Takes a fixed time, checking in halfway; stands in for a slow agent. A cancelled
+    attempt (``ctx.cancelled``) stops sleeping at once and fails."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
     def execute(self, envelope: TaskEnvelope, ctx: TaskContext) -> TaskResult:
-        time.sleep(self.seconds / 2)
+        if ctx.cancelled.wait(self.seconds / 2):
+            return failed(envelope, "cancelled while sleeping")
         ctx.progress("halfway", 0.5)
-        time.sleep(self.seconds / 2)
+        if ctx.cancelled.wait(self.seconds / 2):
+            return failed(envelope, "cancelled while sleeping")
         return coerce_result(envelope, {"status": "completed", "artifact": {"slept": self.seconds}})
 
 

@@ -12,11 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError, ValidationError
-from referencing.exceptions import Unresolvable
-
 from tenure.executors.environment import child_env
+from tenure.executors.process_group import forget_child, start_child
 from tenure.protocol import (
     CommandCheck,
     CommandEvidence,
@@ -44,6 +41,10 @@ class Verdict:
 
 
 def check_schema(check: SchemaCheck, result: TaskResult) -> Verdict:
+    import jsonschema  # on the first schema check: a member that runs none never loads it
+    from jsonschema.exceptions import SchemaError, ValidationError
+    from referencing.exceptions import Unresolvable
+
     try:
         validator_cls = jsonschema.validators.validator_for(
             check.json_schema, default=jsonschema.validators.Draft202012Validator
@@ -109,7 +110,7 @@ def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
 
     On timeout the command's whole process group is killed, not just its shell."""
     try:
-        proc = subprocess.Popen(
+        proc = start_child(  # in its own session, dying with this member
             check.run,
             shell=True,
             cwd=workdir,
@@ -117,7 +118,6 @@ def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
             stderr=subprocess.PIPE,
             text=True,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,
             env=child_env(),
         )
     except OSError as exc:
@@ -132,6 +132,8 @@ def check_command(check: CommandCheck, workdir: Path | None) -> Verdict:
             return Verdict(
                 "command", False, f"`{check.run}` timed out after {check.timeout_seconds:g}s"
             )
+        finally:
+            forget_child(proc)
     output = (stdout + stderr)[-OUTPUT_LIMIT:]
     seen = {"command": check.run, "exit_code": proc.returncode, "output": output}
     if proc.returncode != check.expect_exit:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tenure.protocol import SourceEvidence, TaskResult
+from tenure.protocol.clip import clip
 from tenure.verify.checks import Verdict
 
 DECISION_EVENT = "decision"
@@ -134,7 +135,7 @@ def decision_event(
         "inputs": [c.brief() for c in candidates],
         "outcome": decision.outcome,
         "winner": decision.winner,
-        "reason": decision.reason[:500],
+        "reason": clip(decision.reason, 500),
         "warnings": list(decision.warnings),
         **extra,
     }
@@ -144,7 +145,7 @@ def decision_event(
                 "policy": s.policy,
                 "outcome": s.outcome,
                 "winner": s.winner,
-                "reason": s.reason[:300],
+                "reason": clip(s.reason, 300),
             }
             for s in decision.steps
         ]
@@ -160,7 +161,7 @@ def verdict_event(verdict: Verdict, *, task_id: str, key: str, **extra: Any) -> 
         "key": key,
         "check": verdict.check,
         "passed": verdict.passed,
-        "reason": verdict.reason[:500],
+        "reason": clip(verdict.reason, 500),
         "inputs": [key],
         **extra,
     }
@@ -179,7 +180,7 @@ def preview(value: Any, limit: int = PREVIEW) -> str:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 def _small(value: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tenure.models import ChatMessage, Completion, Model, ModelError
+from tenure.models import ChatMessage, Completion, Model, ModelError, traced
 from tenure.protocol import JudgeCheck, TaskResult
+from tenure.protocol.clip import clip
 from tenure.verify.checks import Verdict
 from tenure.verify.decisions import preview
 
@@ -162,7 +163,7 @@ def check_judge(
         "model": graded.model,
         "score": graded.score,
         "threshold": check.pass_threshold,
-        "judge_reason": graded.reason[:300],
+        "judge_reason": clip(graded.reason, 300),
     }
     verdict = "passes" if graded.score >= check.pass_threshold else "fails"
     reason = (
@@ -174,7 +175,9 @@ def check_judge(
 
 def _ask(model: Model, messages: list[ChatMessage], schema: dict[str, Any]) -> dict[str, Any]:
     try:
-        completion: Completion = model.complete(messages, json_schema=schema, max_tokens=400)
+        completion: Completion = traced.complete(
+            model, messages, json_schema=schema, max_tokens=400
+        )
     except ModelError as exc:
         raise JudgeError(f"the judge model failed: {exc}") from None
     except Exception as exc:  # an adapter or scripted judge bug is a failed judgement

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tenure import observe
 from tenure.protocol import (
     Check,
     CommandCheck,
@@ -63,7 +64,9 @@ def verify(
         return [Verdict("self-report", True, "no checks declared; accepted on the worker's word")]
     verdicts: list[Verdict] = []
     for check in ladder:
-        verdict = _run(check, result, workdir, criteria or [], trust, quorum)
+        with observe.check(check.kind) as span:
+            verdict = _run(check, result, workdir, criteria or [], trust, quorum)
+            observe.verdict(span, verdict.passed, verdict.reason)
         verdicts.append(verdict)
         if not verdict.passed:
             break

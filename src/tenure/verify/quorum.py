@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tenure.protocol.limits import MAX_BODY_BYTES, decode_json
 from tenure.verify.decisions import Candidate, Decision, preview
 
 Comparator = Callable[[Any], str]
@@ -43,8 +44,8 @@ def _normal(value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _numeric(text):
-            try:
-                return _normal_parsed(json.loads(text))
+            try:  # depth-limited: a worker's string may be a JSON bomb
+                return _normal_parsed(decode_json(text, field="vote", limit=MAX_BODY_BYTES))
             except ValueError:
                 return value
         return value
