@@ -5,7 +5,7 @@ plan order, and the run laid out as files in git (``plan.md``, ``tasks/``,
 
 from tenure.roles.coding.config import CodingConfig, CodingOutcome, preflight
 from tenure.roles.coding.files import RunFolder, StatusRow
-from tenure.roles.coding.leader import CodingLeader
+from tenure.roles.coding.leader import CodingLeader, check_coding_plan
 from tenure.roles.coding.lease import RunLeased, team_for
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "RunFolder",
     "RunLeased",
     "StatusRow",
+    "check_coding_plan",
     "preflight",
     "team_for",
 ]

@@ -15,6 +15,8 @@ from tenure.protocol.errors import ConfigError
 from tenure.protocol.ids import check_task_id
 from tenure.roles.coding.scope import check_tasks
 from tenure.roles.leader import LeaderHook
+from tenure.roles.member.mcp.sdk import server_class
+from tenure.roles.teams.result import RunResult
 from tenure.verify import Trust
 from tenure.verify.checks import Verdict
 
@@ -35,10 +37,17 @@ class CodingConfig:
     lease_ttl: float = 10.0  # seconds; the leader renews it every ttl * 0.3
     trust: Trust | None = None  # judge models for judge checks on the results
     hooks: Sequence[LeaderHook] = ()  # the caller's own leader hooks
+    # the agent reports over its attempt's MCP server, not a result file (--agent-mcp)
+    agent_mcp: bool = False
 
 
 @dataclass
 class CodingOutcome:
+    """How a coding run ended. ``done``: every task merged and the final checks pass
+    together; ``states``: each task's row in ``status.yml``; ``result``: the run as its
+    register holds it, as ``Team.run()`` returns it (``outcome``, the done, blocked and
+    failed counts, each task's state, attempts, reason and question)."""
+
     run: str
     done: bool
     integration_branch: str
@@ -46,6 +55,7 @@ class CodingOutcome:
     states: dict[str, str]
     reason: str = ""
     final_checks: list[Verdict] = field(default_factory=list)
+    result: RunResult = field(default_factory=lambda: RunResult("", "stopped", {}))
 
 
 def new_run_id() -> str:
@@ -66,6 +76,9 @@ def preflight(config: CodingConfig) -> Path:
             raise ConfigError(f"{root} has no commit yet; commit something first")
     if config.check_installed:
         config.agent.check_installed()
+    if config.agent_mcp or config.agent.mcp:
+        config.agent.with_mcp()  # refuses a CLI without an MCP client, or --share-home
+        server_class()  # the MCP SDK (an extra), or one line saying how to get it
     config.agent.sandboxed()  # refuses a sandbox that is required and missing
     if config.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {config.workers}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenure.executors import git
+from tenure.protocol.clip import clip
 from tenure.protocol.errors import ConfigError
 from tenure.roles.coding.files import ACCEPTED, RUNNING, RUNS_DIR, StatusRow, parse_status
 
@@ -70,4 +71,4 @@ def _verdict(
         return False, "merged into the integration branch (tenure gc removes it)"
     said = next((h for h in row.history if h.startswith(f"attempt {number}:")), "")
     why = said.partition(":")[2].strip() or row.reason or row.state
-    return True, f"attempt {number} failed: {why}"[:200]
+    return True, clip(f"attempt {number} failed: {why}", 200)

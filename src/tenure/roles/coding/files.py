@@ -25,6 +25,8 @@ import yaml
 
 from tenure.protocol import CommandCheck, Plan, PlanTask
 from tenure.protocol.secrets import redact_text, redact_value
+from tenure.protocol.words import counted
+from tenure.protocol.yaml_guard import load_yaml
 
 RUNS_DIR = Path(".tenure") / "runs"
 QA_HEADING = "## Questions and answers (append-only)"
@@ -158,7 +160,7 @@ class RunFolder:
             "",
             f"- Deadline: {task.deadline_seconds:g}s per attempt; the process group is "
             "killed after it.",
-            f"- At most {plan.attempts_for(task)} attempts, then the operator decides.",
+            f"- At most {counted(plan.attempts_for(task), 'attempt')}, then the operator decides.",
             "- Do not commit; the worker commits your changes. Do not edit .tenure/.",
             *(
                 [f"- Depends on: {', '.join(task.depends_on)} (already merged)"]
@@ -241,11 +243,11 @@ class RunFolder:
 
 
 def parse_status(text: str) -> dict[str, StatusRow]:
-    data = yaml.safe_load(text) or {}
+    data = load_yaml(text, source="status.yml") or {}
     return {row["id"]: StatusRow(**row) for row in data.get("tasks", [])}
 
 
 def status_epoch(text: str) -> int:
     """The fencing epoch of the leader that wrote this status.yml (0 before there was one)."""
-    data = yaml.safe_load(text) or {}
+    data = load_yaml(text, source="status.yml") or {}
     return int(data.get("epoch", 0))

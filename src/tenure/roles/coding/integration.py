@@ -35,14 +35,16 @@ from typing import ClassVar
 from tenure.executors import git
 from tenure.executors.agent_cli import kill_orphan
 from tenure.protocol import CommandCheck, TaskResult, idempotency_key
+from tenure.protocol.clip import clip, first_line
 from tenure.protocol.envelope import PriorAttempt
 from tenure.protocol.errors import Conflict, TenureError
 from tenure.protocol.taskspec import AttemptData
+from tenure.protocol.words import counted
 from tenure.roles.coding.config import CodingOutcome
 from tenure.roles.coding.files import ACCEPTED, FINISHED, MERGED, RUNNING
 from tenure.roles.coding.projection import noted, project, write_report
-from tenure.roles.coding.replan import REQUEST_FILE, ReplanRequest, apply_replan
-from tenure.roles.coding.rows import CodingNotes, branch_for, first_line, iso, rows_of
+from tenure.roles.coding.replan import REQUEST_FILE, ReplanRequest, apply_replan, held_back
+from tenure.roles.coding.rows import CodingNotes, branch_for, iso, rows_of
 from tenure.roles.coding.run import RunPlace
 from tenure.roles.coding.scope import in_scope
 from tenure.roles.leader import GO, HOLD, Admission, Dispatch, LeaderContext, LeaderHook, Review
@@ -196,7 +198,7 @@ class IntegrationHook(LeaderHook):
         return True
 
     def on_exhausted(self, ctx: LeaderContext, task: Task, failure: str, data: AttemptData) -> bool:
-        reason = f"{task.used_attempts} attempts failed; last: {first_line(failure)}"
+        reason = f"{counted(task.used_attempts, 'attempt')} failed; last: {first_line(failure)}"
         ctx.block(task, reason, question=reason, data=data)
         return True
 
@@ -232,10 +234,21 @@ class IntegrationHook(LeaderHook):
         acted = project(self.place, tasks)
         if acted:
             tasks = ctx.tasks()
-        acted |= self._merge_in_order(ctx, tasks)
+        acted |= self._merge_in_order(ctx, tasks, self._held())
         return self._replan(ctx) or acted
 
-    def _merge_in_order(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+    def _held(self) -> set[str]:
+        """The tasks a pending replan drops or changes: never merged under the old plan,
+        even once a running attempt has finished and passed."""
+        try:
+            request = ReplanRequest.read(self.place.attempts)
+        except (ValueError, KeyError, TypeError):
+            return set()  # refused (and removed) by ``_replan``
+        return set() if request is None else held_back(self.place.plan, request.plan)
+
+    def _merge_in_order(
+        self, ctx: LeaderContext, tasks: list[Task], held: frozenset[str] | set[str] = frozenset()
+    ) -> bool:
         place = self.place
         by_id = {t.task_id: t for t in tasks}
         rows = rows_of(place.run_id, tasks)
@@ -243,6 +256,8 @@ class IntegrationHook(LeaderHook):
             row = rows.get(task_id)
             if row is None or row.state in FINISHED:
                 continue
+            if task_id in held:
+                return False  # a pending replan drops or changes it: it settles it first
             if row.state != ACCEPTED:
                 return False  # plan order: a later task waits for the earlier one
             self._merge(ctx, by_id[task_id])
@@ -357,9 +372,9 @@ class IntegrationHook(LeaderHook):
                 if done
                 else "integration checks failed: " + failed[0].reason
             )
-            place.folder.append_changelog(("done: " if done else "not done: ") + reason[:500])
+            place.folder.append_changelog(("done: " if done else "not done: ") + clip(reason, 500))
             place.commit("tenure: run " + ("done" if done else "failed integration checks"), tasks)
-        place.event("finished", done=done, reason=reason[:500])
+        place.event("finished", done=done, reason=clip(reason, 500))
         return CodingOutcome(
             place.run_id, done, place.integration, place.int_path, states, reason, verdicts
         )
@@ -460,4 +475,4 @@ def _line(verdict: Verdict) -> str:
     if verdict.check == "command":
         command = verdict.evidence.get("command")
         return f"`{command or verdict.reason}`: {mark}"
-    return f"{verdict.check}: {mark} ({verdict.reason[:200]})"
+    return f"{verdict.check}: {mark} ({clip(verdict.reason, 200)})"

@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenure.coord import LeaseKeeper, LeaseTiming, Renewer
 from tenure.executors import git
 from tenure.executors.containment import Guard
+from tenure.protocol import Plan
 from tenure.protocol.codec import load_plan
 from tenure.protocol.errors import ConfigError, TenureError
 from tenure.protocol.private import private_dir
 from tenure.roles.coding.config import CodingConfig, CodingOutcome, new_run_id, preflight
-from tenure.roles.coding.files import RUNNING, status_epoch
+from tenure.roles.coding.files import status_epoch
 from tenure.roles.coding.integration import IntegrationHook
 from tenure.roles.coding.lease import claim_run, default_store_url, holder_id, team_for
+from tenure.roles.coding.offline import OfflineLead
 from tenure.roles.coding.rebuild import rebuild
 from tenure.roles.coding.replan import PID_FILE, ReplanRequest, apply_replan
 from tenure.roles.coding.run import RunPlace
@@ -34,12 +38,14 @@ from tenure.roles.coding.scope import overlapping_scopes
 from tenure.roles.coding.split import CodingSplits
 from tenure.roles.coding.worker import WorktreeAgent
 from tenure.roles.features import standard_hooks
-from tenure.roles.leader import Candidate, Conductor, LeaderConfig
+from tenure.roles.leader import Candidate, Hooks, LeaderConfig, LeaderHook
+from tenure.roles.leader.hooks import check_options
 from tenure.roles.member import Follower, FollowerConfig
 from tenure.roles.register import register_plan
+from tenure.roles.teams.result import read_result
 from tenure.store import Store, open_store
 
-__all__ = ["CodingLeader"]
+__all__ = ["CodingLeader", "check_coding_plan"]
 
 STALE_GRACE = 10.0  # seconds past a deadline before the leader gives up on an attempt
 FOLLOWER_JOIN = 30.0
@@ -54,10 +60,20 @@ class _Lead:
     renewer: Renewer
 
 
+def check_coding_plan(plan: Plan, hooks: Sequence[LeaderHook] = ()) -> None:
+    """Refuse, with one line, a plan naming an option no feature of a coding leader
+    reads: the standard features, the integration hook and ``hooks`` (the caller's)."""
+    check_options(plan, Hooks([*standard_hooks(), *hooks]).options() | IntegrationHook.options)
+
+
 class CodingLeader:
     def __init__(self, config: CodingConfig) -> None:
         self.config = config
+        check_coding_plan(config.plan, config.hooks)  # before any worktree or store
         self.root = preflight(config)
+        if config.agent_mcp:  # the caller's config is left as it was
+            config = replace(config, agent=config.agent.with_mcp())
+        self.config = config
         self.run_id = config.run_id or new_run_id()
         self.team = team_for(self.run_id)
         self.integration = f"tenure/{self.run_id}/integration"
@@ -99,6 +115,7 @@ class CodingLeader:
     # --- a run -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> CodingOutcome:
+        started = time.monotonic()
         stop = stop or threading.Event()
         self.claim()
         assert self._lead is not None
@@ -131,8 +148,10 @@ class CodingLeader:
         )
         lead.renewer.stop()  # the candidate keeps the lease renewed from here
         try:
-            candidate.run(stop)
-            return self._outcome(place, hook, candidate, stop)
+            candidate.lead(stop)
+            outcome = self._outcome(place, hook, candidate, stop)
+            result = read_result(lead.store, self.team, seconds=time.monotonic() - started)
+            return replace(outcome, result=result)
         finally:
             for follower in followers:
                 follower.cancel_current()  # their work stays committed on their branches
@@ -175,6 +194,7 @@ class CodingLeader:
                     poll_interval=0.02,
                     visibility_timeout=60.0,
                     checkin_interval=30.0,
+                    await_id=True,  # a resumed run waits out a dead one's workers
                 ),
                 WorktreeAgent(
                     self.root,
@@ -183,6 +203,7 @@ class CodingLeader:
                     slot,
                     self.config.port_first,
                     guard=place.guard,
+                    store=store,
                 ),
             )
             for slot in range(self.config.workers)
@@ -270,13 +291,7 @@ class CodingLeader:
         assert self._lead is not None
         try:
             place, hook = self._open(self._lead)
-            conductor = Conductor(
-                place.store, self.team, holder_id(), place.epoch, hooks=[hook], workdir=place.int_path
-            )
-            for task in place.register.tasks():  # attempts a killed leader left running
-                if task.state == RUNNING or (task.state == "queued" and task.assignee):
-                    hook.on_takeover(conductor, task)
-            hook.on_tick(conductor, place.register.tasks())  # the files as the register says
+            OfflineLead(place, holder_id(), [hook]).settle()  # what a killed leader left
             return apply_replan(place, request)
         finally:
             self._release()

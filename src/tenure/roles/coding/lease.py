@@ -2,9 +2,10 @@
 
 The run's leader claims the lease before it touches anything, with the same
 ``LeaseKeeper`` every leader uses; its holder id is ``host:pid``, so a resume on
-the same host releases the lease of a leader process that was killed instead of
-waiting out the TTL. A live or stopped holder keeps its lease until it expires,
-and a second leader is refused in one line naming it.
+the same host takes over (seizes, at a new epoch) the lease of a leader process
+that was killed instead of waiting out the TTL: it cannot release it, since only
+the dead process knew the lease's token. A live or stopped holder keeps its lease
+until it expires, and a second leader is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from tenure.coord import LeaseKeeper, LeaseTiming
 from tenure.executors.worktrees import TENURE_DIR
 from tenure.protocol.errors import ConfigError, Conflict
-from tenure.store import ALLOWED_TRANSITIONS, Store, TaskState
+from tenure.store import ALLOWED_TRANSITIONS, Lease, Store, TaskState
 
 TEAM_PREFIX = "code"
 DEFAULT_LEASE_TTL = 10.0
@@ -55,9 +56,12 @@ def claim_run(store: Store, run_id: str, timing: LeaseTiming, *, at_least: int =
     """The run's lease, claimed above ``at_least``; ``RunLeased`` while another leader holds it."""
     team = team_for(run_id)
     keeper = LeaseKeeper(store, team, holder_id(), timing)
-    _release_dead_holder(store, team)
     try:
-        keeper.claim(at_least=at_least)
+        dead = _lease_of_dead_holder(store, team)
+        if dead is not None:
+            keeper.seize(dead, at_least=at_least)
+        else:
+            keeper.claim(at_least=at_least)
     except Conflict:
         raise RunLeased(_refusal(store, run_id)) from None
     return keeper
@@ -75,22 +79,23 @@ def _refusal(store: Store, run_id: str) -> str:
     )
 
 
-def _release_dead_holder(store: Store, team: str) -> None:
-    """A holder on this host whose process is gone (killed) cannot renew: release its
-    lease now instead of making a resume wait for the TTL. A live or stopped process
-    keeps its lease until it expires."""
+def _lease_of_dead_holder(store: Store, team: str) -> Lease | None:
+    """The live lease of a holder on this host whose process is gone (killed): it cannot
+    renew, so a resume takes it over now instead of waiting for the TTL. A live or
+    stopped process keeps its lease until it expires (None)."""
     lease = store.current_lease(team)
     if lease is None:
-        return
+        return None
     host, _, pid = lease.holder.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return
+        return None
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        store.release_lease(team, lease.holder, lease.epoch)
+        return lease
     except PermissionError:
-        return
+        return None
+    return None
 
 
 def route(start: TaskState, target: TaskState) -> list[TaskState]:

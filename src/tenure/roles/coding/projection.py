@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tenure.protocol import TaskResult
+from tenure.protocol.clip import first_line
 from tenure.protocol.envelope import PriorAttempt
 from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import Answer, AttemptData
 from tenure.roles.coding.files import CANCELLED, NEEDS_OPERATOR, SPLIT
-from tenure.roles.coding.rows import CodingNotes, first_line, row_of
+from tenure.roles.coding.rows import CodingNotes, row_of
 from tenure.roles.coding.run import RunPlace
 from tenure.roles.register import Task
 from tenure.store import TERMINAL_STATES

@@ -7,10 +7,10 @@ then applies it and removes the file. Without a live leader ``tenure replan``
 applies it to the files in git directly, and the next ``tenure code --run RUN``
 continues with the new plan.
 
-Re-deriving: a task that is running, accepted or merged keeps its definition
-(unless cancelled); every other task takes its definition from the new plan; a
-task of the old plan that the new one leaves out and that never ran to the end is
-``dropped``. Attempt counters never go back (branch names stay unique); a
+Re-deriving: a merged task keeps its definition, and so does a running or accepted one
+the new plan leaves as it was; every other task takes its definition from the new
+plan; a task of the old plan that the new one leaves out and that is not merged is
+``dropped``. While a request waits, nothing it drops or changes is merged. Attempt counters never go back (branch names stay unique); a
 re-derived task gets a fresh allowance of attempts.
 """
 
@@ -33,13 +33,17 @@ from tenure.roles.coding.files import (
     RUNNING,
     StatusRow,
 )
+from tenure.roles.coding.lease import holder_id
 from tenure.roles.coding.rows import rows_of
 from tenure.roles.coding.run import RunPlace
 from tenure.roles.coding.scope import check_tasks
+from tenure.roles.leader.replan import PLAN_UPDATE, update_event
 from tenure.roles.register import Task
+from tenure.roles.register.revision import Revision, last_number, plan_digest, record_revision
 from tenure.store import TERMINAL_STATES
 
 REQUEST_FILE = "replan.json"
+_NONE = StatusRow(id="", state="")
 PID_FILE = "leader.pid"
 
 
@@ -82,6 +86,13 @@ def live_leader(attempts_dir: Path) -> int | None:
     return pid
 
 
+def held_back(old: Plan, new: Plan) -> set[str]:
+    """The tasks of ``old`` that ``new`` drops or changes: their accepted work is not
+    merged (the replan drops them, or re-derives them from ``new``)."""
+    wanted = {t.id: t for t in new.tasks}
+    return {t.id for t in old.tasks if wanted.get(t.id) != t}
+
+
 def apply_replan(place: RunPlace, request: ReplanRequest) -> list[str]:
     """Re-derive the run from ``request.plan`` in the register and the files; one note
     per change. The register's spec of a re-derived task is replaced (fenced)."""
@@ -89,9 +100,14 @@ def apply_replan(place: RunPlace, request: ReplanRequest) -> list[str]:
     old, new = place.plan, request.plan
     tasks = {t.task_id: t for t in place.register.tasks()}
     rows = rows_of(place.run_id, list(tasks.values()))
-    locked = {k for k, r in rows.items() if r.state in (RUNNING, ACCEPTED, MERGED)}
     new_ids = {t.id for t in new.tasks}
-    kept = [t for t in old.tasks if t.id in locked and t.id not in new_ids]
+    # accepted work the new plan drops or changes is not merged (held back while the
+    # replan waited): dropped, or re-derived; only merged work keeps its definition
+    held = held_back(old, new)
+    locked = {
+        k for k, r in rows.items() if r.state in (RUNNING, ACCEPTED, MERGED) and k not in held
+    }
+    kept = [t for t in old.tasks if rows.get(t.id, _NONE).state == MERGED and t.id not in new_ids]
     notes = [f"{t.id}: kept ({rows[t.id].state}), not in the new plan" for t in kept]
     merged: list[PlanTask] = [*kept]
     for task in new.tasks:
@@ -115,7 +131,32 @@ def apply_replan(place: RunPlace, request: ReplanRequest) -> list[str]:
     place.folder.replace_plan(plan, f"replan ({mode}): {request.reason}", notes)
     place.commit(f"tenure: replan: {request.reason}"[:200])
     place.event("replanned", reason=request.reason, mode=mode, changes=notes)
+    _log_revision(place, request, old, plan, notes, mode)
     return notes
+
+
+def _log_revision(
+    place: RunPlace, request: ReplanRequest, old: Plan, plan: Plan, notes: list[str], mode: str
+) -> None:
+    """The same changelog entry and ``plan.update`` event as every team's replan."""
+    before, after = {t.id: t for t in old.tasks}, {t.id: t for t in plan.tasks}
+    wanted = {t.id for t in request.plan.tasks}
+    number = last_number(place.store, place.team) + 1
+    entry = Revision(
+        revision=number,
+        digest=plan_digest(request.plan),
+        reason=request.reason,
+        by=holder_id(),
+        at=place.store.now(),
+        mode=mode,
+        added=[k for k in after if k not in before],
+        dropped=[k for k in before if k not in wanted],
+        changed=[k for k in after if k in before and before[k] != after[k]],
+        notes=notes,
+    )
+    epoch = place.fence()
+    place.store.append_event(place.team, PLAN_UPDATE, update_event(entry, plan), epoch=epoch)
+    record_revision(place.store, place.team, entry, epoch=epoch)
 
 
 def _rederive(

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from tenure.protocol.clip import clip, first_line
 from tenure.protocol.taskspec import AttemptData
 from tenure.roles.coding.files import (
     ACCEPTED,
@@ -108,14 +109,9 @@ def _stuck_behind(task: Task, by_id: dict[str, Task], seen: frozenset[str] = fro
 
 
 def history_of(task: Task) -> list[str]:
-    lines = [f"attempt {h.attempt}: {first_line(h.failure)}"[:250] for h in task.data.history]
-    lines += [f"answered by the operator: {a.answer}"[:250] for a in task.data.qa]
+    lines = [clip(f"attempt {h.attempt}: {first_line(h.failure)}", 250) for h in task.data.history]
+    lines += [clip(f"answered by the operator: {a.answer}", 250) for a in task.data.qa]
     return lines
-
-
-def first_line(text: str, limit: int = 200) -> str:
-    stripped = text.strip()
-    return (stripped.splitlines()[0] if stripped else "failed")[:limit]
 
 
 def reason_of(task: Task, state: str, by_id: dict[str, Task]) -> str:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenure.protocol import CommandCheck, Plan, PlanTask, PriorAttempt, Spend
+from tenure.protocol.clip import first_line
 from tenure.protocol.errors import ProtocolError
-from tenure.roles.coding.rows import first_line
 from tenure.roles.coding.scope import in_scope, merge_order
 from tenure.roles.planning import Artifact, Planner, PlanningFailed
 

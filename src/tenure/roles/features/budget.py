@@ -4,30 +4,38 @@ A task's budget (``budget:``) counts its attempts since the operator last answer
 it (an answer is a person's decision to go on); the team's (the plan's
 ``budget:``, on every task's spec) counts everything, planning included. Running
 out never overruns silently: dispatch and retry stop the task with a ``budget
-exceeded: ...`` reason (``failed``, in the inbox), and every envelope carries what
-is left, which the LLM worker enforces between its calls. What was spent is
-recorded by the leader for every team (``roles.register.spend``); this hook only
-holds the limits.
+exceeded: ...`` reason (``failed``, in the inbox, and a ``budget.exceeded`` event
+this hook logs), and every envelope carries what is left, which the LLM worker
+enforces between its calls; a worker that stops for its budget is not retried
+either. What was spent is recorded by the leader for every team
+(``roles.register.spend``); this hook only holds the limits.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import ValidationError
+
 from tenure.executors.llm_budget import BUDGET_PREFIX
-from tenure.protocol import Budget
+from tenure.protocol import Budget, TaskResult, idempotency_key
+from tenure.protocol.clip import clip
 from tenure.protocol.taskspec import AttemptData
+from tenure.protocol.words import counted
 from tenure.roles.leader import GO, Admission, Dispatch, LeaderContext, LeaderHook, Stop
 from tenure.roles.register import Task
 from tenure.roles.register.spend import Totals, task_totals, team_seconds, team_totals
 
-__all__ = ["PREFIX", "BudgetHook", "remaining", "stop_reason"]
+__all__ = ["EXCEEDED", "PREFIX", "BudgetHook", "exceeded", "remaining", "stop_reason"]
 
 PREFIX = BUDGET_PREFIX
+EXCEEDED = "budget.exceeded"
 
 
 class BudgetHook(LeaderHook):
     """Stops a task that is out of budget; tells every attempt what it may spend."""
+
+    stageable: ClassVar[bool] = True  # dispatch and result points: the store only
 
     name: ClassVar[str] = "budgets"
 
@@ -35,17 +43,44 @@ class BudgetHook(LeaderHook):
         if not _limited(task):
             return GO
         stop = stop_reason(task, ctx.tasks(), ctx.now())
-        return Stop(stop) if stop else GO
+        if not stop:
+            return GO
+        exceeded(ctx, task, stop)
+        return Stop(stop)
 
     def on_dispatch(self, ctx: LeaderContext, dispatch: Dispatch) -> None:
         if _limited(dispatch.task):
             dispatch.budget = remaining(dispatch.task, ctx.tasks(), ctx.now())
 
     def before_retry(self, ctx: LeaderContext, task: Task, data: AttemptData) -> str | None:
-        if not _limited(task):
-            return None
-        charged = Task(task.record, task.spec, data)  # this attempt's wall time counted
-        return stop_reason(charged, ctx.tasks(), ctx.now())
+        stop = worker_stopped(task)  # the worker itself ran out: no new attempt
+        if stop is None and _limited(task):
+            charged = Task(task.record, task.spec, data)  # this attempt's wall time counted
+            stop = stop_reason(charged, ctx.tasks(), ctx.now())
+        if stop:
+            exceeded(ctx, task, stop)
+        return stop
+
+
+def exceeded(ctx: LeaderContext, task: Task, reason: str) -> None:
+    """Log that ``task`` is stopped for its (or its team's) budget."""
+    ctx.event(EXCEEDED, {"task_id": task.task_id, "reason": clip(reason, 500)})
+
+
+def worker_stopped(task: Task) -> str | None:
+    """The reason a worker gave for stopping the current attempt at its budget (the
+    first line of a failed result that says ``budget exceeded``), or None."""
+    if task.state != "review" or not task.result:
+        return None
+    try:
+        result = TaskResult.model_validate(task.result)
+    except ValidationError:
+        return None  # not a result the ladder could have read either
+    current = idempotency_key(task.task_id, task.attempt)
+    if result.status != "failed" or result.idempotency_key != current:
+        return None
+    said = result.notes.uncertain[0] if result.notes.uncertain else ""
+    return said.splitlines()[0] if said.startswith(PREFIX) else None
 
 
 def _limited(task: Task) -> bool:
@@ -56,7 +91,7 @@ def _over(limits: Budget | None, totals: Totals, seconds: float, who: str) -> st
     if limits is None:
         return None
     if limits.tokens is not None and totals.tokens >= limits.tokens:
-        return f"{PREFIX}: {who} used {totals.tokens} tokens of its {limits.tokens}"
+        return f"{PREFIX}: {who} used {counted(totals.tokens, 'token')} of its {limits.tokens}"
     if limits.cost_usd is not None and totals.cost_usd >= limits.cost_usd:
         return f"{PREFIX}: {who} spent ${totals.cost_usd:.4f} of its ${limits.cost_usd:g}"
     if limits.wall_seconds is not None and seconds >= limits.wall_seconds:

@@ -31,8 +31,9 @@ from tenure.protocol import (
     idempotency_key,
     to_dict,
 )
-from tenure.protocol.errors import Conflict
+from tenure.protocol.clip import clip
 from tenure.protocol.taskspec import AttemptData
+from tenure.protocol.words import counted
 from tenure.roles.leader import GO, HOLD, Admission, LeaderContext, LeaderHook
 from tenure.roles.planning import Artifact, Planner, PlanningFailed, references
 from tenure.roles.register import Task
@@ -105,6 +106,7 @@ class SplitHook(LeaderHook):
     """Splits a task out of attempts once, and settles split parents."""
 
     name: ClassVar[str] = "split"
+    stageable: ClassVar[bool] = True  # dispatch and result points: the store only
 
     def __init__(self, splitter: Splits | None = None) -> None:
         self.splitter = splitter
@@ -135,7 +137,7 @@ class SplitHook(LeaderHook):
                 first = stuck[0]
                 ctx.block(parent, f"split task {first.task_id} is {first.state}: {first.reason}")
                 acted = True
-            elif len(parts) == len(ids) and all(p.state == "done" for p in parts):
+            elif len(parts) == len(ids) and all(p.is_done for p in parts):
                 _complete(ctx, parent, parts)
                 acted = True
         return acted
@@ -153,30 +155,33 @@ class SplitHook(LeaderHook):
             spent = exc.spend if isinstance(exc, PlanningFailed) else None
             if spent is not None and spent.calls:  # the planner's calls are paid for anyway
                 data = log_extra(data, "split", spent, task.attempt)
-            ctx.event("task.split_failed", {"task_id": task.task_id, "reason": str(exc)[:500]})
-            why = f"gave up after {task.used_attempts} attempts: {failure}; could not split: {exc}"
+            ctx.event("task.split_failed", {"task_id": task.task_id, "reason": clip(str(exc), 500)})
+            used = counted(task.used_attempts, "attempt")
+            why = f"gave up after {used}: {failure}; could not split: {exc}"
             ctx.block(task, why, data=data)
             return True
-        for part in parts:
-            spec = task.spec.model_copy(
-                update={
-                    **{name: getattr(part, name) for name in type(part).model_fields},
-                    "max_attempts": part.max_attempts or task.spec.max_attempts,
-                    "split_of": task.task_id,
-                    "replica_of": None,
-                    "round": None,
-                    "voter": None,
-                }
+        specs = [
+            (
+                part.id,
+                task.spec.model_copy(
+                    update={
+                        **{name: getattr(part, name) for name in type(part).model_fields},
+                        "max_attempts": part.max_attempts or task.spec.max_attempts,
+                        "split_of": task.task_id,
+                        "replica_of": None,
+                        "round": None,
+                        "voter": None,
+                    }
+                ),
             )
-            try:
-                ctx.register.create(part.id, spec)
-            except Conflict:
-                continue  # registered a moment ago by this split's earlier try
+            for part in parts
+        ]
+        ctx.register.create_all(specs)  # all parts or none; an earlier try's stay as they are
         ids = [part.id for part in parts]
         if spend is not None:
             data = log_extra(data, "split", spend, task.attempt)
         data = data.with_(split_into=ids)
-        reason = f"split into {', '.join(ids)} after {task.used_attempts} attempts"
+        reason = f"split into {', '.join(ids)} after {counted(task.used_attempts, 'attempt')}"
         ctx.register.move(task, "queued", assignee=None, data=data, reason=reason)
         ctx.event("task.split", {"task_id": task.task_id, "into": ids})
         return True

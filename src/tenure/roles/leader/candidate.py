@@ -2,7 +2,9 @@
 stops acting the instant its own deadline passes without a renewal.
 
 ``Candidate`` runs whatever hooks it is given; ``tenure.roles.teams.Leader`` is the
-candidate with the standard leader features."""
+candidate with the standard leader features, whose ``run()`` says how the run ended.
+``lead()`` ends ``settled`` when nothing can move without a person — which is not the
+work being done: tasks may wait in the inbox — or ``stopped``."""
 
 from __future__ import annotations
 
@@ -13,24 +15,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tenure import observe
 from tenure.coord import (
     LEAD_CAPABILITY,
     Credentials,
     Election,
     EpochMemory,
     LeaseKeeper,
+    LeaseProofs,
     LeaseTiming,
 )
 from tenure.executors.paths import check_task_paths
 from tenure.protocol import Plan, TenureError
-from tenure.protocol.errors import LeaseLost, StaleEpoch
+from tenure.protocol.errors import LeaseLost, StaleEpoch, StoreLost
 from tenure.roles.leader.conductor import Conductor
 from tenure.roles.leader.hooks import Hooks, LeaderHook
 from tenure.roles.member.heartbeat import MemberHeartbeat
+from tenure.roles.member.wire import RECEIVE_WAIT
+from tenure.roles.register import Task
 from tenure.store import Lease, Store
 from tenure.verify import Trust
 
-Outcome = Literal["finished", "stopped"]
+Outcome = Literal["settled", "stopped"]
 
 
 @dataclass
@@ -75,7 +81,13 @@ class Candidate:
         self.me = config.member_id
         self.memory = EpochMemory.for_member(config.state_dir, config.team, config.member_id)
         # a keeper given here may hold the lease already: the first term uses it
-        self.keeper = keeper or LeaseKeeper(store, config.team, config.member_id, config.timing)
+        self.keeper = keeper or LeaseKeeper(
+            store,
+            config.team,
+            config.member_id,
+            config.timing,
+            proofs=LeaseProofs.of(config.credentials),  # None unsigned: leases as plain data
+        )
         self.election = Election(store, self.keeper, backoff=config.election_backoff)
         self.heartbeat = MemberHeartbeat(
             store,
@@ -87,18 +99,21 @@ class Candidate:
             memory=self.memory,
         )
         self.terms = 0
+        self.settled = False  # the last lead() ended with the plan settled
         self.stepped_down: str | None = None  # the last term lost the lease: why
         self.failure: str | None = None  # the last term ended on an error: which
 
-    def run(self, stop: threading.Event) -> Outcome:
-        """Campaign and lead until the plan is finished (or ``stop`` is set)."""
+    def lead(self, stop: threading.Event) -> Outcome:
+        """Campaign and lead until the plan is settled (or ``stop`` is set)."""
+        self.settled = False
         if self.config.elect:
             self.heartbeat.start()
         renewer = self.keeper.keep_renewed()
         try:
             while not stop.is_set():
-                if self._campaign() and self._lead(stop) == "finished":
-                    return "finished"
+                if self._campaign() and self._term(stop) == "settled":
+                    self.settled = True
+                    return "settled"
                 if self.config.one_term and self.terms:
                     break
                 stop.wait(self.config.poll_interval * 4)
@@ -117,9 +132,11 @@ class Candidate:
             if self.keeper.valid() and self.terms == 0:
                 lease = self.keeper.lease  # claimed by the caller before the first term
             elif not self.config.elect:
-                lease = self.keeper.claim(at_least=self.memory.highest)
+                lease = self.election.claim_now(self.memory.highest)
             else:
                 lease = self.election.try_lead(self.memory.highest)
+        except StoreLost:
+            raise  # the store is not the team's any more: nothing to campaign for
         except TenureError:
             return False
         if lease is None:
@@ -128,6 +145,26 @@ class Candidate:
         self.terms += 1
         self._event("leader.elected", {"priority": self.config.priority}, lease.epoch)
         return True
+
+    def _term(self, stop: threading.Event) -> Outcome | None:
+        """One term, traced as a run of the team (``invoke_workflow``): the envelopes
+        sent in it carry its span, so the workers' attempts, in their own processes,
+        and this leader's verifications are one trace."""
+        with observe.run(self.team) as span:
+            span.set("tenure.epoch", self.keeper.epoch or None)
+            said = (self.stepped_down, self.failure)
+            outcome = self._lead(stop)
+            ended: str
+            if outcome is not None:
+                ended = outcome
+            elif self.failure is not said[1]:
+                ended = "error"
+            elif self.stepped_down is not said[0]:
+                ended = "stepped_down"
+            else:
+                ended = "stopped"
+            span.set("tenure.outcome", ended)
+        return outcome
 
     def _lead(self, stop: threading.Event) -> Outcome | None:
         conductor = Conductor(
@@ -145,31 +182,63 @@ class Candidate:
         try:
             conductor.load(self.plan)
             conductor.adopt()
+            idle = False  # after an idle round the next one waits for results to come
             while not stop.is_set():
-                if not conductor.tick():
+                started = time.monotonic()
+                if conductor.tick(wait=RECEIVE_WAIT if idle else 0.0):
+                    idle = False
+                else:
                     if self.config.exit_when_done and conductor.finished():
                         # only a leader still inside its deadline may say so: one
-                        # paused mid-tick wakes to a plan its successor finished
+                        # paused mid-tick wakes to a plan its successor settled
                         epoch = self.keeper.check()
-                        self._event("leader.plan_finished", {}, epoch)
-                        return "finished"
-                    stop.wait(self.config.poll_interval)
+                        self._confirm_store()
+                        counts = _counts(conductor.tasks())
+                        self._event("leader.plan_settled", {"counts": counts}, epoch)
+                        return "settled"
+                    if idle:  # the round waited already, unless it came back at once
+                        stop.wait(self.config.poll_interval - (time.monotonic() - started))
+                    idle = True
         except (LeaseLost, StaleEpoch) as exc:
+            self.keeper.note_taken()  # our own id at another epoch: say so
             if isinstance(exc, StaleEpoch):
                 self.memory.observe(exc.current)  # the next claim starts above it
                 self.keeper.release()
             self.keeper.lost()
             self.stepped_down = str(exc)
             self._event("leader.stepped_down", {"reason": str(exc)}, None)
-        except TenureError as exc:
+        except StoreLost:
             self.keeper.lost()
-            self.failure = str(exc)
-            self._event("leader.error", {"error": str(exc)}, None)
+            raise  # a replaced store's register is not this plan's: never "settled"
+        except TenureError as exc:
+            lapsed = not self.keeper.valid()  # the store was away past the lease deadline
+            self.keeper.lost()
+            if lapsed:
+                self.stepped_down = f"its lease deadline passed: {exc}"
+                self._event("leader.stepped_down", {"reason": self.stepped_down}, None)
+            else:
+                self.failure = str(exc)
+                self._event("leader.error", {"error": str(exc)}, None)
             time.sleep(self.config.poll_interval)
         return None
+
+    def _confirm_store(self) -> None:
+        """``StoreLost`` if the store was replaced under this leader: the register it
+        read as finished may be a stranger's, or what its connection still caches."""
+        reason = self.store.lost_reason()
+        if reason is not None:
+            raise StoreLost(reason)
 
     def _event(self, kind: str, data: dict[str, object], epoch: int | None) -> None:
         try:
             self.store.append_event(self.team, kind, {"leader": self.me, **data}, epoch=epoch)
         except TenureError:
             pass  # best effort while the store is unreachable
+
+
+def _counts(tasks: list[Task]) -> dict[str, int]:
+    """Tasks by state: what a settled plan came to (done, or waiting for a person)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.state] = counts.get(task.state, 0) + 1
+    return dict(sorted(counts.items()))

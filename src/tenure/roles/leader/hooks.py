@@ -21,16 +21,17 @@ point                  when                                         a hook may
 ``on_settled``         nothing can move without a person            final work
 =====================  ===========================================  ==================
 
-A hook receives the ``LeaderContext`` (what a leader may do, nothing of how it
-does it) and the typed ``Task``; it never reaches into the conductor. A hook
-declares the task ``options`` it understands: a plan naming an option no hook
-declared is refused when it loads.
+A hook receives a ``LeaderContext`` (what a leader may do, nothing of how it
+does it) and the typed ``Task``: its own ``HookContext``, which hands on to the
+leader exactly what the protocol lists, so a hook never reaches into the
+conductor. A hook declares the task ``options`` it understands: a plan naming an
+option no hook declared is refused when it loads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
@@ -46,20 +47,25 @@ __all__ = [
     "HOLD",
     "Admission",
     "Dispatch",
+    "HookContext",
     "Hooks",
     "LeaderContext",
     "LeaderHook",
+    "Leading",
     "Review",
     "Stop",
     "Watch",
+    "check_options",
 ]
 
 
 @dataclass(frozen=True)
 class Stop:
-    """Stop the task for good (``failed``, in the inbox) with this reason."""
+    """Stop the task for good (``failed``, in the inbox) with this reason. ``by``: the
+    hook that said so (set by the leader, whatever the hook put there)."""
 
     reason: str
+    by: str = ""
 
 
 GO: Literal["go"] = "go"
@@ -159,11 +165,117 @@ class LeaderContext(Protocol):
         """Accept a task in ``review``: ``done``."""
 
 
+class Leading(LeaderContext, Protocol):
+    """What a leader gives its hooks' contexts: the ``LeaderContext``, with ``fail``
+    told which hook stopped the task (for the log)."""
+
+    def fail(
+        self, task: Task, reason: str, *, data: AttemptData | None = None, by: str = ""
+    ) -> None: ...
+
+
+class HookContext:
+    """The ``LeaderContext`` one hook receives: it hands on to the leader what the
+    protocol lists and nothing else (no dispatcher, reviewer, hooks or view of it),
+    and names the hook in what it logs for it (``fail``)."""
+
+    __slots__ = ("__hook", "__leader")
+
+    def __init__(self, leader: Leading, hook: str) -> None:
+        self.__leader = leader
+        self.__hook = hook
+
+    @property
+    def store(self) -> Store:
+        return self.__leader.store
+
+    @property
+    def team(self) -> str:
+        return self.__leader.team
+
+    @property
+    def me(self) -> str:
+        return self.__leader.me
+
+    @property
+    def register(self) -> Register:
+        return self.__leader.register
+
+    @property
+    def trust(self) -> Trust:
+        return self.__leader.trust
+
+    @property
+    def workdir(self) -> Path | None:
+        return self.__leader.workdir
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self.__leader.credentials
+
+    def epoch(self) -> int:
+        return self.__leader.epoch()
+
+    def now(self) -> float:
+        return self.__leader.now()
+
+    def event(self, kind: str, data: dict[str, object]) -> None:
+        self.__leader.event(kind, data)
+
+    def tasks(self) -> list[Task]:
+        return self.__leader.tasks()
+
+    def workers(self) -> dict[str, Member]:
+        return self.__leader.workers()
+
+    def dispatch(self, task: Task, worker: str, data: AttemptData | None = None) -> bool:
+        return self.__leader.dispatch(task, worker, data)
+
+    def send(self, task: Task) -> None:
+        self.__leader.send(task)
+
+    def review(self, task: Task) -> None:
+        self.__leader.review(task)
+
+    def retry(self, task: Task, status: str, failure: str) -> None:
+        self.__leader.retry(task, status, failure)
+
+    def block(
+        self,
+        task: Task,
+        reason: str,
+        *,
+        question: str | None = None,
+        data: AttemptData | None = None,
+    ) -> None:
+        self.__leader.block(task, reason, question=question, data=data)
+
+    def fail(self, task: Task, reason: str, *, data: AttemptData | None = None) -> None:
+        self.__leader.fail(task, reason, data=data, by=self.__hook)
+
+    def finish(self, task: Task, reason: str) -> None:
+        self.__leader.finish(task, reason)
+
+    def __repr__(self) -> str:
+        return f"HookContext({self.__hook!r})"
+
+
+def hook_name(hook: LeaderHook) -> str:
+    """How the log names ``hook``: its ``name``, or its class's when it kept the default."""
+    return hook.name if hook.name != LeaderHook.name else type(hook).__name__
+
+
 class LeaderHook:
     """A leader feature. Every point does nothing here; override the ones you need."""
 
     name: ClassVar[str] = "hook"
     options: ClassVar[frozenset[str]] = frozenset()  # task options (``options:``) it reads
+    stageable: ClassVar[bool] = False
+    """True when what this hook does at the dispatch and result points (``before_dispatch``,
+    ``on_dispatch``, ``on_result``, ``before_review``, ``on_accept``, ``before_retry``)
+    reaches nothing but the store: the leader may then hold those points' writes back
+    and make them in one commit, and run them again should the commit be refused. A
+    hook that merges, calls a model or runs a command there leaves it False."""
 
     def on_takeover(self, ctx: LeaderContext, task: Task) -> bool:
         """A new leader found ``task`` assigned: True if this hook takes care of it."""
@@ -211,65 +323,88 @@ class LeaderHook:
         return False
 
 
+def check_options(plan: Plan, known: frozenset[str], *, where: str = "") -> None:
+    """Refuse a plan whose tasks name an option outside ``known`` (the options the hooks
+    that will run it declare): one line naming the first such option (after ``where``,
+    the path of a nested team's tasks)."""
+    for index, task in enumerate(plan.tasks):
+        unknown = sorted(set(task.options) - known)
+        if unknown:
+            raise ConfigError(
+                f"{where}tasks[{index}].options.{unknown[0]}: no leader feature reads this option "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
+
+
 class Hooks:
-    """Every hook, called in order; each point combines their answers."""
+    """Every hook, called in order; each point combines their answers. The leader
+    passes itself; each hook gets its own ``HookContext`` of it instead."""
 
     def __init__(self, hooks: Sequence[LeaderHook] = ()) -> None:
         self.all = list(hooks)
+        self._leader: Leading | None = None
+        self._bound: list[tuple[LeaderHook, HookContext]] = []
 
     def options(self) -> frozenset[str]:
         return frozenset().union(*(h.options for h in self.all))
 
+    @property
+    def stageable(self) -> bool:
+        """Every hook's dispatch and result points reach only the store (``LeaderHook``)."""
+        return all(h.stageable for h in self.all)
+
     def check_options(self, plan: Plan) -> None:
         """Refuse a plan whose tasks name an option no hook reads (a typo, most likely)."""
-        known = self.options()
-        for index, task in enumerate(plan.tasks):
-            unknown = sorted(set(task.options) - known)
-            if unknown:
-                raise ConfigError(
-                    f"tasks[{index}].options.{unknown[0]}: no leader feature reads this option "
-                    f"(known: {', '.join(sorted(known)) or 'none'})"
-                )
+        check_options(plan, self.options())
 
-    def on_takeover(self, ctx: LeaderContext, task: Task) -> bool:
-        return any(h.on_takeover(ctx, task) for h in self.all)
+    def _each(self, leader: Leading) -> list[tuple[LeaderHook, HookContext]]:
+        """Every hook with its context of ``leader`` (made once per leader)."""
+        if self._leader is not leader or len(self._bound) != len(self.all):
+            self._bound = [(h, HookContext(leader, hook_name(h))) for h in self.all]
+            self._leader = leader
+        return self._bound
 
-    def before_dispatch(self, ctx: LeaderContext, task: Task) -> Admission:
-        for hook in self.all:
+    def on_takeover(self, leader: Leading, task: Task) -> bool:
+        return any(h.on_takeover(ctx, task) for h, ctx in self._each(leader))
+
+    def before_dispatch(self, leader: Leading, task: Task) -> Admission:
+        for hook, ctx in self._each(leader):
             said = hook.before_dispatch(ctx, task)
+            if isinstance(said, Stop):
+                return replace(said, by=hook_name(hook))
             if said != GO:
                 return said
         return GO
 
-    def on_dispatch(self, ctx: LeaderContext, dispatch: Dispatch) -> None:
-        for hook in self.all:
+    def on_dispatch(self, leader: Leading, dispatch: Dispatch) -> None:
+        for hook, ctx in self._each(leader):
             hook.on_dispatch(ctx, dispatch)
 
-    def on_watch(self, ctx: LeaderContext, task: Task, now: float) -> Watch | None:
-        for hook in self.all:
+    def on_watch(self, leader: Leading, task: Task, now: float) -> Watch | None:
+        for hook, ctx in self._each(leader):
             said = hook.on_watch(ctx, task, now)
             if said is not None:
                 return said
         return None
 
-    def on_tick(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+    def on_tick(self, leader: Leading, tasks: list[Task]) -> bool:
         acted = False
-        for hook in self.all:
+        for hook, ctx in self._each(leader):
             acted |= hook.on_tick(ctx, tasks)
             if acted:
-                tasks = ctx.tasks()  # the next hook sees what this one changed
+                tasks = leader.tasks()  # the next hook sees what this one changed
         return acted
 
-    def on_result(self, ctx: LeaderContext, task: Task, result: TaskResult) -> str | None:
-        for hook in self.all:
+    def on_result(self, leader: Leading, task: Task, result: TaskResult) -> str | None:
+        for hook, ctx in self._each(leader):
             refused = hook.on_result(ctx, task, result)
             if refused:
                 return refused
         return None
 
-    def before_review(self, ctx: LeaderContext, task: Task, result: TaskResult) -> Review:
+    def before_review(self, leader: Leading, task: Task, result: TaskResult) -> Review:
         merged = Review()
-        for hook in self.all:
+        for hook, ctx in self._each(leader):
             said = hook.before_review(ctx, task, result)
             if said is None:
                 continue
@@ -283,23 +418,41 @@ class Hooks:
             merged.from_rung = said.from_rung or merged.from_rung
         return merged
 
-    def on_accept(self, ctx: LeaderContext, task: Task, verdicts: list[Verdict]) -> bool:
-        return any(h.on_accept(ctx, task, verdicts) for h in self.all)
+    def on_accept(self, leader: Leading, task: Task, verdicts: list[Verdict]) -> bool:
+        return any(h.on_accept(ctx, task, verdicts) for h, ctx in self._each(leader))
 
-    def before_retry(self, ctx: LeaderContext, task: Task, data: AttemptData) -> str | None:
-        for hook in self.all:
-            stop = hook.before_retry(ctx, task, data)
-            if stop:
-                return stop
+    def before_retry(self, leader: Leading, task: Task, data: AttemptData) -> Stop | None:
+        """The first hook's reason to stop the task instead of a retry, as a ``Stop``."""
+        for hook, ctx in self._each(leader):
+            reason = hook.before_retry(ctx, task, data)
+            if reason:
+                return Stop(reason, by=hook_name(hook))
         return None
 
-    def on_exhausted(
-        self, ctx: LeaderContext, task: Task, failure: str, data: AttemptData
-    ) -> bool:
-        return any(h.on_exhausted(ctx, task, failure, data) for h in self.all)
+    def on_exhausted(self, leader: Leading, task: Task, failure: str, data: AttemptData) -> bool:
+        return any(h.on_exhausted(ctx, task, failure, data) for h, ctx in self._each(leader))
 
-    def on_settled(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+    def on_settled(self, leader: Leading, tasks: list[Task]) -> bool:
         acted = False
-        for hook in self.all:
+        for hook, ctx in self._each(leader):
             acted |= hook.on_settled(ctx, tasks)
         return acted
+
+
+IN_STORE_CHECKS = frozenset({"schema", "evidence"})
+"""Check kinds whose verdict is reached on the spot, running nothing (no command, model
+or vote)."""
+
+
+def judged_in_store(task: Task, hooks: Hooks) -> bool:
+    """Judging a result of ``task`` writes to the store and does nothing else, and does
+    it at once: every hook says so (``LeaderHook.stageable``), its checks run nothing,
+    and it is not its last attempt (running out may split it, with a model). Only such a
+    judgement may be held back and made in one commit with the result's record: one
+    that runs a command or asks a model must find the result recorded first, should
+    its judge die meanwhile."""
+    return (
+        hooks.stageable
+        and task.used_attempts < task.spec.max_attempts
+        and all(check.kind in IN_STORE_CHECKS for check in task.spec.checks)
+    )

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tenure import observe
 from tenure.protocol import CommandEvidence, TaskResult
+from tenure.protocol.clip import clip
 from tenure.roles.leader.hooks import Review
 from tenure.roles.register import Task
 from tenure.verify import Candidate, Decision, Trust, Verdict, decision_event, verdict_event, verify
@@ -35,9 +37,35 @@ def run_ladder(
     event: EventSink,
 ) -> list[Verdict]:
     """Every verdict up to the first that fails, each logged."""
+    with observe.verify(
+        task.team,
+        task.task_id,
+        attempt=task.attempt,
+        epoch=task.epoch,
+        key=result.idempotency_key,
+    ) as span:
+        verdicts = _verdicts(task, result, review, workdir=workdir, trust=trust)
+        failing = next((v for v in verdicts if not v.passed), None)
+        span.set("tenure.verdict.passed", failing is None)
+        span.set("tenure.verdict.failed_check", failing.check if failing else None)
     extra: dict[str, Any] = {}
     if task.spec.replica_of:
         extra["replica_of"] = task.spec.replica_of
+    for verdict in verdicts:
+        event(
+            VERDICT_EVENT,
+            verdict_event(verdict, task_id=task.task_id, key=result.idempotency_key, **extra),
+        )
+    refuted = _claim_refuted(task, result, verdicts)
+    if refuted is not None:
+        event(DECISION_EVENT, refuted)
+    return verdicts
+
+
+def _verdicts(
+    task: Task, result: TaskResult, review: Review, *, workdir: Path | None, trust: Trust
+) -> list[Verdict]:
+    """The hooks' own verdicts, then the task's checks, up to the first that fails."""
     verdicts = list(review.verdicts)
     if all(v.passed for v in verdicts):
         verdicts += verify(
@@ -52,14 +80,6 @@ def run_ladder(
         )
     else:
         verdicts = verdicts[: next(i for i, v in enumerate(verdicts) if not v.passed) + 1]
-    for verdict in verdicts:
-        event(
-            VERDICT_EVENT,
-            verdict_event(verdict, task_id=task.task_id, key=result.idempotency_key, **extra),
-        )
-    refuted = _claim_refuted(task, result, verdicts)
-    if refuted is not None:
-        event(DECISION_EVENT, refuted)
     return verdicts
 
 
@@ -87,14 +107,14 @@ def _claim_refuted(
     )
     check = Candidate(
         ref=f"check:{failing.check}",
-        answer={"passed": False, "reason": failing.reason[:200]},
+        answer={"passed": False, "reason": clip(failing.reason, 200)},
         roles=("verifier",),
     )
     decision = Decision(
         "authority",
         check.ref,
         f"the verifier's own {failing.check} check beats the worker's report "
-        f"({'; '.join(claims[:3])}): {failing.reason[:200]}",
+        f"({'; '.join(claims[:3])}): {clip(failing.reason, 200)}",
         details={"roles": "verifier > worker"},
     )
     return decision_event(

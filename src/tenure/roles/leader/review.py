@@ -10,13 +10,14 @@ history; after the last attempt, a person decides.
 from __future__ import annotations
 
 from tenure.coord import ANYONE, SignatureRefused
-from tenure.executors.llm_budget import BUDGET_PREFIX
 from tenure.models.meter import Mark
 from tenure.protocol import CommandEvidence, TaskResult, idempotency_key, to_dict
+from tenure.protocol.clip import clip
 from tenure.protocol.envelope import PriorAttempt
 from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import AttemptData
-from tenure.roles.leader.hooks import Hooks, LeaderContext
+from tenure.protocol.words import counted
+from tenure.roles.leader.hooks import Hooks, Leading
 from tenure.roles.leader.ladder import run_ladder
 from tenure.roles.member.wire import RESULT
 from tenure.roles.register import Task
@@ -39,7 +40,7 @@ REASON_LIMIT = 500
 class Reviewer:
     """Judges results for ``ctx`` (the leader), calling ``hooks`` at each point."""
 
-    def __init__(self, ctx: LeaderContext, hooks: Hooks) -> None:
+    def __init__(self, ctx: Leading, hooks: Hooks) -> None:
         self.ctx = ctx
         self.hooks = hooks
 
@@ -51,6 +52,10 @@ class Reviewer:
         ctx = self.ctx
         task = ctx.register.get(result.task_id)
         info = {"task_id": task.task_id, "key": result.idempotency_key}
+        if task.tamper is not None:  # its record is not the team's: it is put right first
+            reason = f"its task's record is refused: {task.problem}"
+            ctx.event("leader.result_refused", {**info, "sender": sender, "reason": reason})
+            return
         if ctx.credentials is not None:  # who sent it is who signed it, or it is refused
             try:
                 signer = ctx.credentials.verify(RESULT, result, result.signature, by=ANYONE)
@@ -60,14 +65,16 @@ class Reviewer:
                 return
             if sender is not None and sender != signer:
                 reason = f"it says it is from {sender} but {signer} signed it"
-                ctx.event("security.result_refused", {**info, "sender": sender, "reason": reason})
+                said = {**info, "sender": sender, "claimed": signer, "reason": reason}
+                ctx.event("security.result_refused", said)
                 return
             sender = signer  # below, a result counts only as its assignee's own
         if self._late(task, result, sender):
             return
         if sender is not None and task.assignee is not None and sender != task.assignee:
             reason = f"the attempt is assigned to {task.assignee}, not {sender}"
-            ctx.event("leader.result_refused", {**info, "sender": sender, "reason": reason})
+            said = {**info, "sender": sender, "claimed": sender, "reason": reason}
+            ctx.event("security.result_refused", said)
             return
         refused = self.hooks.on_result(ctx, task, result)
         if refused:
@@ -95,11 +102,7 @@ class Reviewer:
         if result.status == "completed":
             self._verify(task, result)
         elif result.status == "failed":
-            failure = _failure_text(result)
-            if failure.startswith(BUDGET_PREFIX):  # the worker ran out of budget: no retry
-                self.fail(task, failure.splitlines()[0])
-            else:
-                self.retry(task, "failed", failure)
+            self.retry(task, "failed", _failure_text(result))
         elif result.status == "blocked":
             self.block(task, f"question: {result.question}", question=result.question)
         else:
@@ -148,18 +151,24 @@ class Reviewer:
         data = self._given_up(task)
         data = data.with_(history=[*data.history, prior], dispatched_at=None)
         stop = self.hooks.before_retry(ctx, task, data)
-        if stop:
-            self.fail(task, f"{stop}; last failure: {failure}", data=data)
+        if stop is not None:  # a reason that is the failure itself is not said twice
+            said = (
+                stop.reason
+                if failure.startswith(stop.reason)
+                else f"{stop.reason}; last failure: {failure}"
+            )
+            self.fail(task, said, data=data, by=stop.by)
             return
         if task.used_attempts >= task.spec.max_attempts:
             if self.hooks.on_exhausted(ctx, task, failure, data):
                 return
-            self.block(task, f"gave up after {task.used_attempts} attempts: {failure}", data=data)
+            used = counted(task.used_attempts, "attempt")
+            self.block(task, f"gave up after {used}: {failure}", data=data)
             return
         ctx.event(
-            "task.retry", {"task_id": task.task_id, "attempt": task.attempt, "why": failure[:300]}
+            "task.retry", {"task_id": task.task_id, "attempt": task.attempt, "why": clip(failure, 300)}
         )
-        self.ctx.register.move(task, "queued", assignee=None, data=data, reason=failure[:300])
+        self.ctx.register.move(task, "queued", assignee=None, data=data, reason=clip(failure, 300))
 
     def block(
         self,
@@ -176,12 +185,18 @@ class Reviewer:
         self.ctx.register.move(task, "blocked", assignee=None, data=data, reason=reason[:REASON_LIMIT])
         self.ctx.event("inbox.added", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
 
-    def fail(self, task: Task, reason: str, *, data: AttemptData | None = None) -> None:
-        """Stop the task for good (a budget ran out): ``failed``, in the inbox."""
+    def fail(
+        self, task: Task, reason: str, *, data: AttemptData | None = None, by: str = ""
+    ) -> None:
+        """Stop the task for good: ``failed``, in the inbox. ``by``: the hook that
+        stopped it (a feature logs its own event for why, e.g. ``budget.exceeded``)."""
         data = (data or task.data).with_(dispatched_at=None)
-        self.ctx.register.move(task, "failed", assignee=None, data=data, reason=reason[:REASON_LIMIT])
-        self.ctx.event("budget.exceeded", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
-        self.ctx.event("inbox.added", {"task_id": task.task_id, "reason": reason[:REASON_LIMIT]})
+        why = reason[:REASON_LIMIT]
+        self.ctx.register.move(task, "failed", assignee=None, data=data, reason=why)
+        self.ctx.event(
+            "task.stopped", {"task_id": task.task_id, "reason": why, "by": by or "leader"}
+        )
+        self.ctx.event("inbox.added", {"task_id": task.task_id, "reason": why})
 
     def finish(self, task: Task, reason: str) -> None:
         """Accept a task in review: ``done``."""
@@ -256,7 +271,6 @@ class Reviewer:
         return self.ctx.now() - (started if started is not None else task.updated_at)
 
 
-
 def _attempt_of(key: str, task_id: str) -> int | None:
     """The attempt number of ``<task_id>:attempt-<n>``, or None."""
     prefix = f"{task_id}:attempt-"
@@ -271,7 +285,6 @@ def _failure_text(result: TaskResult) -> str:
         if isinstance(item, CommandEvidence) and item.exit_code != 0:
             parts.append(f"$ {item.command} (exit {item.exit_code})\n{item.output}")
     return "\n".join(parts) or "the worker reported failure without a reason"
-
 
 
 class Judging:
@@ -290,8 +303,10 @@ class Judging:
     ) -> None:
         self.reviewer.block(task, reason, question=question, data=data)
 
-    def fail(self, task: Task, reason: str, *, data: AttemptData | None = None) -> None:
-        self.reviewer.fail(task, reason, data=data)
+    def fail(
+        self, task: Task, reason: str, *, data: AttemptData | None = None, by: str = ""
+    ) -> None:
+        self.reviewer.fail(task, reason, data=data, by=by)
 
     def finish(self, task: Task, reason: str) -> None:
         self.reviewer.finish(task, reason)

@@ -6,9 +6,22 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from tenure import observe
 from tenure.coord import Credentials
-from tenure.protocol import ProtocolError, TaskEnvelope, TaskResult, idempotency_key, to_dict
+from tenure.executors import fit_result
+from tenure.protocol import (
+    Message,
+    ProtocolError,
+    TaskEnvelope,
+    TaskResult,
+    TenureError,
+    idempotency_key,
+    parse_message,
+    to_dict,
+)
+from tenure.protocol.clip import clip
 from tenure.protocol.codec import translate
+from tenure.protocol.limits import check_depth
 from tenure.protocol.messages import (
     AssignMessage,
     CancelMessage,
@@ -18,18 +31,47 @@ from tenure.protocol.messages import (
 )
 from tenure.protocol.secrets import redact_value
 from tenure.roles.register import Task, read_task
-from tenure.store import Store, TaskRecord
+from tenure.store import Delivery, Store, TaskRecord
 
 ENVELOPE, RESULT, PROGRESS = "envelope", "result", "progress"  # the kinds of signed body
 BodyT = TypeVar("BodyT", TaskEnvelope, TaskResult, TaskProgress)
 LEADER_QUEUE = "leader"
 WORK_QUEUE = "work"
 WORK_CAPABILITY = "work"
+RECEIVE_WAIT = 0.1
+"""Seconds a member's receive waits for work before it looks again (``Store.receive``'s
+``wait``): it wakes the moment a message comes, and a stop waits at most this long."""
 QueueMessage = AssignMessage | ResultMessage | ProgressMessage | CancelMessage
 
 
 def member_queue(member_id: str) -> str:
     return f"member:{member_id}"
+
+
+def read_delivery(delivery: Delivery) -> Message:
+    """The message a delivery holds; ``ProtocolError`` if its payload could not be
+    decoded (too large, too deep, not JSON: ``delivery.problem``) or is not a valid
+    message."""
+    if delivery.problem is not None:
+        raise ProtocolError("(stored message)", delivery.problem)
+    return parse_message(delivery.payload)
+
+
+def crash_line(exc: BaseException) -> str:
+    """An unexpected error while handling a message, as the one line a member logs."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {clip(text[0], 500) if text else ''}"
+
+
+def give_back(store: Store, team: str, delivery: Delivery) -> None:
+    """Hand an unreadable delivery back unacked, visible again at once: it comes back
+    until the store dead-letters it after the same number of deliveries as any
+    message that keeps failing (an operator reads it with ``tenure dead-letters``).
+    Never raises: if the store is down the visibility timeout does the same, later."""
+    try:
+        store.release(team, delivery.queue, delivery.message_id)
+    except TenureError:
+        pass
 
 
 class Mailbox:
@@ -56,6 +98,17 @@ class Mailbox:
         self.duplicate = duplicate
         self.credentials = credentials
 
+    def on(self, store: Store) -> Mailbox:
+        """This mailbox sending through ``store`` (a ``StagedStore``, to send with the
+        writes of one commit)."""
+        return Mailbox(
+            store,
+            self.team,
+            self.sender,
+            duplicate=self.duplicate,
+            credentials=self.credentials,
+        )
+
     def send(self, queue: str, message: QueueMessage) -> None:
         payload = to_dict(message)
         self.store.send(self.team, queue, payload)
@@ -74,22 +127,67 @@ class Mailbox:
         return clean.model_copy(update={"signature": self.credentials.sign(kind, clean)})
 
     def assign(self, envelope: TaskEnvelope) -> None:
-        envelope = self.signed(ENVELOPE, envelope)
+        """Send an envelope; ``ProtocolError`` (nothing sent) if it is over the body limit."""
+        queue, message = self._assignment(envelope)
+        self.send(queue, message)
+
+    def assign_many(self, envelopes: list[TaskEnvelope]) -> None:
+        """Send envelopes addressed to one queue in one store call (``send_many``): a
+        plan's worth of work costs one round trip, not one per task."""
+        built = [self._assignment(envelope) for envelope in envelopes]
+        for queue in dict.fromkeys(queue for queue, _ in built):
+            payloads = [to_dict(m) for q, m in built if q == queue]
+            self.store.send_many(self.team, queue, payloads)
+            if self.duplicate:
+                self.store.send_many(self.team, queue, payloads)
+
+    def _assignment(self, envelope: TaskEnvelope) -> tuple[str, AssignMessage]:
+        envelope = self.signed(ENVELOPE, traced(envelope))
         to = envelope.assigned_to
-        message = AssignMessage.model_validate(
-            {**self.header(to, envelope.epoch), "body": envelope}
-        )
-        self.send(member_queue(to) if to != WORK_QUEUE else WORK_QUEUE, message)
+        message = _message(AssignMessage, self.header(to, envelope.epoch), envelope)
+        return member_queue(to) if to != WORK_QUEUE else WORK_QUEUE, message
 
     def result(self, queue: str, body: dict[str, Any]) -> None:
-        result = self.signed(RESULT, TaskResult.model_validate(body))
-        message = ResultMessage.model_validate({**self.header(queue, result.epoch), "body": result})
+        """Report a result. One too large to travel (recorded by an older version, say)
+        is reported as a failed attempt saying so, not dropped and not a crash."""
+        result = fit_result(_parsed_result(body))
+        result = self.signed(RESULT, result)
+        message = _message(ResultMessage, self.header(queue, result.epoch), result)
         self.send(queue, message)
 
     def progress(self, queue: str, epoch: int, body: TaskProgress) -> None:
         body = self.signed(PROGRESS, body)
-        message = ProgressMessage.model_validate({**self.header(queue, epoch), "body": body})
+        message = _message(ProgressMessage, self.header(queue, epoch), body)
         self.send(queue, message)
+
+
+def traced(envelope: TaskEnvelope) -> TaskEnvelope:
+    """``envelope`` carrying the span open here (the leader's term, a queue run) as its
+    ``traceparent``, so the attempt's spans in the worker's process join the run's
+    trace; unchanged while tracing is off, when it carries one already, or when it was
+    signed already (its signature covers the field: a signing sender signs after)."""
+    if envelope.traceparent is not None or envelope.signature is not None:
+        return envelope
+    span = observe.traceparent()
+    return envelope if span is None else envelope.model_copy(update={"traceparent": span})
+
+
+MessageT = TypeVar("MessageT", AssignMessage, ResultMessage, ProgressMessage)
+
+
+def _message(kind: type[MessageT], header: dict[str, Any], body: Any) -> MessageT:
+    try:
+        return kind.model_validate({**header, "body": body})
+    except ValidationError as exc:
+        raise translate(exc, source="outgoing message") from None
+
+
+def _parsed_result(body: dict[str, Any]) -> TaskResult:
+    try:
+        check_depth(body, "result")
+        return TaskResult.model_validate(body)
+    except ValidationError as exc:
+        raise translate(exc, source="result") from None
 
 
 def envelope_for(

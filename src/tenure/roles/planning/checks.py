@@ -19,6 +19,7 @@ from tenure.executors.llm_materials import in_scope
 from tenure.models import Completion
 from tenure.protocol import Plan, PlanTask, ProtocolError
 from tenure.protocol.codec import translate
+from tenure.protocol.limits import check_plan_shape
 from tenure.protocol.plan import check_plan_graph
 from tenure.roles.planning.artifacts import Artifact
 
@@ -159,6 +160,7 @@ def tasks_of(completion: Completion) -> list[dict[str, Any]]:
 def validate_plan(data: dict[str, Any]) -> Plan:
     """``data`` as a Plan; its protocol error becomes the reason the planner is told."""
     try:
+        check_plan_shape(data, source="plan")
         return Plan.model_validate(data)
     except ValidationError as exc:
         raise PlanRejected(str(translate(exc, source="plan"))) from None

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenure.models import ChatMessage, Completion, Model, ModelError
+from tenure.models import ChatMessage, Completion, Model, ModelError, traced
 from tenure.models.meter import Mark, Meter
 from tenure.protocol import Plan, PlanTask, Spend, TenureError
 from tenure.protocol.errors import ConfigError
+from tenure.protocol.limits import check_text
 from tenure.roles.planning.artifacts import MAX_LISTED, Artifact, ArtifactKind, artifacts_from
 from tenure.roles.planning.checks import (
     NOT_REFERENCES,
@@ -206,6 +207,7 @@ class Planner:
     ) -> Plan:
         """A validated plan for ``goal``; PlanningFailed after ``max_rounds`` rejections.
         Its paths stay inside ``workdir`` (default: the current directory)."""
+        check_text(goal, "goal")  # refused before any model call, not after each
         if not artifacts:
             raise ConfigError(
                 "the planner needs at least one artifact the team can reach: pass --artifact "
@@ -249,8 +251,8 @@ class Planner:
         reason = "no answer"
         for round_ in range(1, self.max_rounds + 1):
             try:
-                completion = self.model.complete(
-                    messages, json_schema=plan_schema(), max_tokens=self.max_tokens
+                completion = traced.complete(
+                    self.model, messages, json_schema=plan_schema(), max_tokens=self.max_tokens
                 )
             except ModelError as exc:
                 raise PlanningFailed(f"the planner's model call failed: {exc}") from None

@@ -8,7 +8,6 @@ both without conducting anything.
 from __future__ import annotations
 
 from tenure.protocol import Plan
-from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import spec_for
 from tenure.roles.register.access import Register
 from tenure.roles.register.task import Task
@@ -20,22 +19,16 @@ WAITING_STATES = ("blocked", "failed")  # in the inbox: waiting for a person
 
 
 def register_plan(register: Register, plan: Plan, known: set[str]) -> list[Task]:
-    """Register the plan's tasks that are not ``known`` yet; returns those created."""
-    created = []
-    for task in plan.tasks:
-        if task.id in known:
-            continue
-        try:
-            created.append(register.create(task.id, spec_for(plan, task)))
-        except Conflict:
-            continue  # registered by a racing leader a moment ago
-    return created
+    """Register the plan's tasks that are not ``known`` yet, all in one atomic step (a
+    leader killed while loading leaves every task or none); returns those created.
+    One a racing leader registered a moment ago is left as it is."""
+    return register.create_all([(t.id, spec_for(plan, t)) for t in plan.tasks if t.id not in known])
 
 
 def plan_settled(tasks: list[Task]) -> bool:
     """True when each task is settled, or queued behind a dependency that is
-    itself waiting for a person."""
-    stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and t.state != "done"}
+    itself waiting for a person (a task set aside as tampered with waits for one too)."""
+    stuck = {t.task_id for t in tasks if t.state not in OPEN_STATES and not t.is_done}
     grew = True
     while grew:
         grew = False

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from tenure.protocol import Spend
 from tenure.protocol.taskspec import AttemptData, SpendEntry
+from tenure.protocol.words import counted
 from tenure.roles.register.task import Task
 from tenure.store import Store
 
@@ -63,7 +64,7 @@ class Totals:
 
     def __str__(self) -> str:
         money = f"${self.cost_usd:.4f}" if self.cost_usd else "$0"
-        return f"{self.tokens} tokens, {money}"
+        return f"{counted(self.tokens, 'token')}, {money}"
 
 
 def _entry(

@@ -9,6 +9,7 @@ run`` or taken over by a ``tenure leader`` on the same store.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from tenure.coord import LeaseTiming
 from tenure.executors import Executor
 from tenure.protocol import Plan
+from tenure.protocol.errors import StoreLost
 from tenure.protocol.plan import plan_executors
 from tenure.roles.features import Splitter
 from tenure.roles.leader import LeaderConfig, LeaderHook, Outcome
@@ -24,6 +26,10 @@ from tenure.roles.teams.leader import Leader
 from tenure.store import Store
 from tenure.verify import Trust
 
+FOLLOWERS_GRACE = 10.0
+"""Seconds the worker threads have, together, to end their attempts once the run stops
+(an executor that ignores ``ctx.cancelled`` is left running; its claim lapses)."""
+
 
 @dataclass
 class LocalTeam:
@@ -31,6 +37,7 @@ class LocalTeam:
     plan: Plan
     executor: Executor
     workers: int = 2
+    concurrency: int = 1  # attempts each worker runs at once (its slots)
     timing: LeaseTiming = LeaseTiming()
     state_dir: Path | None = None
     workdir: Path | None = None
@@ -40,15 +47,16 @@ class LocalTeam:
     hooks: Sequence[LeaderHook] = ()  # the caller's own leader hooks
 
     def run(self, stop: threading.Event | None = None, *, timeout: float | None = None) -> Outcome:
-        """Lead until the plan is finished (``finished``), or ``stop`` is set or
-        ``timeout`` seconds pass (``stopped``)."""
+        """Lead until nothing can move without a person (``settled``: tasks may wait
+        in the inbox; ``Team.run()`` reads which), or ``stop`` is set or ``timeout``
+        seconds pass (``stopped``)."""
         stop = stop or threading.Event()
         timer = threading.Timer(timeout, stop.set) if timeout is not None else None
         if timer is not None:
             timer.daemon = True
             timer.start()
         try:
-            return self._run(stop)
+            return self._run(stop)  # traced as the leader's term: its envelopes carry it
         finally:
             if timer is not None:
                 timer.cancel()
@@ -69,6 +77,8 @@ class LocalTeam:
                     workdir=self.workdir,
                     poll_interval=0.01,
                     allowed_executors=plan_executors(self.plan),  # the operator's plan
+                    await_id=True,  # a resumed run waits out a dead one's workers
+                    concurrency=self.concurrency,
                 ),
                 self.executor,
             )
@@ -76,7 +86,10 @@ class LocalTeam:
         ]
         threads = [
             threading.Thread(
-                target=f.run, args=(followers_stop,), daemon=True, name=f"tenure-{f.me}"
+                target=_follow,
+                args=(f, followers_stop),
+                daemon=True,
+                name=f"tenure-{f.me}",
             )
             for f in followers
         ]
@@ -99,8 +112,18 @@ class LocalTeam:
             hooks=self.hooks,
         )
         try:
-            return leader.run(stop)
+            return leader.lead(stop)
         finally:
-            followers_stop.set()
+            followers_stop.set()  # each cancels what it has in hand, releases it and leaves
+            deadline = time.monotonic() + FOLLOWERS_GRACE  # one grace for them all
             for thread in threads:
-                thread.join(timeout=10)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _follow(follower: Follower, stop: threading.Event) -> None:
+    """A worker thread: a lost store ends it quietly; the leader, on the same store,
+    raises it to the caller."""
+    try:
+        follower.run(stop)
+    except StoreLost:
+        stop.set()

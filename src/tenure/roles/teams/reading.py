@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tenure.roles.register import Task, read_task
+from tenure.roles.register.tampered import apply_marks
 from tenure.store import Event, Store
 from tenure.verify.decisions import DECISION_EVENT, VERDICT_EVENT
 
@@ -23,6 +24,7 @@ __all__ = [
     "decisions",
     "read_decision",
     "results",
+    "state_of",
     "tasks",
 ]
 
@@ -30,19 +32,28 @@ DECISION_KINDS = (VERDICT_EVENT, DECISION_EVENT)
 PAGE = 1000
 
 
+TAMPERED_STATE = "tampered"
+
+
 def tasks(store: Store, team: str) -> list[Task]:
     """Every task of ``team`` in the register, typed, oldest first (quorum voters and
-    split parts included: they are tasks of the team too)."""
-    return [read_task(r) for r in store.tasks(team)]
+    split parts included: they are tasks of the team too). A finished task its leader
+    set aside as tampered with reads so (``Task.tamper``), never as done."""
+    return apply_marks(store, team, [read_task(r) for r in store.tasks(team)])
+
+
+def state_of(task: Task) -> str:
+    """A task's state as people are shown it: ``tampered`` for a finished task whose
+    record the team did not write (it waits for a person)."""
+    if task.tamper is not None and task.state in ("done", "cancelled"):
+        return TAMPERED_STATE
+    return task.state
 
 
 def results(store: Store, team: str) -> dict[str, Any]:
-    """The accepted artifact of every ``done`` task of ``team``, by task id."""
-    return {
-        r.task_id: (r.result or {}).get("artifact")
-        for r in store.tasks(team)
-        if r.state == "done"
-    }
+    """The accepted artifact of every ``done`` task of ``team``, by task id (a task set
+    aside as tampered with has none)."""
+    return {t.task_id: (t.result or {}).get("artifact") for t in tasks(store, team) if t.is_done}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tenure.coord import LeaseProofs, LeaseTiming
 from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError, to_dict
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
 from tenure.protocol.taskspec import TaskSpec
@@ -75,6 +76,7 @@ class Standby:
         self.team = follower.team
         self.me = follower.me
         self.every = max(0.1, follower.config.member_ttl / 4)
+        self.grace = LeaseTiming(ttl=follower.config.member_ttl).proof_grace  # the child's TTL
         self.backoff = ELECTION_BACKOFF
         self.view = RegisterView(self.store, self.team)
         self.reported: set[tuple[str, int]] = set()
@@ -82,7 +84,7 @@ class Standby:
     def run(self, stop: threading.Event) -> None:
         """Look for a silent sub-leader's child team while this member is idle."""
         while not stop.wait(self.every):
-            if self.follower.current is not None:
+            if self.follower.busy:
                 continue  # busy: idle candidates stand in
             try:
                 self.once(stop)
@@ -98,7 +100,7 @@ class Standby:
         live = {m.member_id: m for m in self.store.members(self.team)}
         for task in orphans:
             plan = self._plan(task)
-            if task.assignee in live or self.store.current_lease(plan.team) is not None:
+            if task.assignee in live or self._led(plan.team):
                 continue
             rank = self._rank(task, tasks, live)
             if rank is None:
@@ -174,7 +176,16 @@ class Standby:
         if (task.state, task.attempt, task.assignee) != ("running", seen.attempt, seen.assignee):
             return False
         live = {m.member_id for m in self.store.members(self.team)}
-        return task.assignee not in live and self.store.current_lease(child) is None
+        return task.assignee not in live and not self._led(child)
+
+    def _led(self, child: str) -> bool:
+        """Someone leads the child team: its lease is live and, in a signed team, proved
+        by the child's lead key (a forged one leads nobody; the stand-in seizes it)."""
+        lease = self.store.current_lease(child)
+        proofs = LeaseProofs.checker(self.follower.config.credentials, child)
+        if lease is None or proofs is None:
+            return lease is not None
+        return proofs.respected(self.store, lease, self.grace) is not None
 
     def _event(self, kind: str, data: dict[str, Any]) -> None:
         try:

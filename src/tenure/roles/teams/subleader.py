@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tenure.coord import Credentials, LeaseTiming
 from tenure.executors import Executor, TaskContext, failed
-from tenure.protocol import Plan, TaskEnvelope, TaskResult, TenureError
+from tenure.protocol import ConfigError, Plan, TaskEnvelope, TaskResult, TenureError
 from tenure.protocol.plan import SUBTEAM_CAPABILITY
 from tenure.protocol.taskspec import TaskSpec
 from tenure.roles.features.nested import plan_once, rollup, unreported_spend
@@ -36,6 +36,7 @@ from tenure.roles.leader import LeaderConfig, Outcome
 from tenure.roles.member import Follower, FollowerConfig
 from tenure.roles.planning import Planner
 from tenure.roles.register import Task, plan_settled, read_task
+from tenure.roles.register.access import read_checked
 from tenure.roles.teams.leader import Leader
 from tenure.roles.teams.standby import Attempt, Standby
 from tenure.store import Store
@@ -90,7 +91,7 @@ class TeamExecutor:
         bound = Attempt(ctx.team, envelope.task_id, envelope.attempt, frozenset({self.member_id}))
         ctx.record("subteam.leading", {"task_id": envelope.task_id, "team": plan.team})
         outcome, epoch = self.lead(plan, bound, ctx.cancelled)
-        if outcome != "finished" or self.superseded(bound):
+        if outcome != "settled" or self.superseded(bound):
             result = failed(envelope, f"stopped leading {plan.team}: the attempt was superseded")
             # the child epoch goes with it: a report from a superseded term is refused
             artifact = {"team": plan.team, "team_epoch": epoch}
@@ -128,7 +129,7 @@ class TeamExecutor:
         )
         watcher.start()
         try:
-            outcome = leader.run(stop)
+            outcome = leader.lead(stop)
         finally:
             stop.set()
             watcher.join(timeout=5)
@@ -136,7 +137,8 @@ class TeamExecutor:
 
     def report(self, env: TaskEnvelope, parent: str, team: str, epoch: int) -> TaskResult:
         """The roll-up; the parent's budgets count the nested spend once across attempts."""
-        children = [read_task(r) for r in self.store.tasks(team)]
+        signed = self.child_credentials(team)  # a child record the team did not seal is no work
+        children = [read_checked(self.store, r, signed) for r in self.store.tasks(team)]
         reported = read_task(self.store.get_task(parent, env.task_id)).data.spend_log
         spent = unreported_spend(self.store, team, children, reported)
         return rollup(env, team, children, spent, team_epoch=epoch)
@@ -232,7 +234,12 @@ def sub_leader(
     """A follower of ``config.team`` that leads the nested team of any composite task
     it is given (it offers the ``subteam`` capability), runs other tasks itself, and
     stands in for a silent sub-leader of the same team while idle. With a ``planner``
-    it plans a goal-only nested team (once: later leaders adopt that plan)."""
+    it plans a goal-only nested team (once: later leaders adopt that plan). It has one
+    slot: it leads one nested team at a time, and stands in only while idle."""
+    if config.concurrency != 1:
+        raise ConfigError(
+            f"concurrency: a sub-leader runs one attempt at a time, got {config.concurrency}"
+        )
     if SUBTEAM_CAPABILITY not in config.capabilities:
         config.capabilities = (*config.capabilities, SUBTEAM_CAPABILITY)
     executor = TeamExecutor(

@@ -23,6 +23,8 @@ from tenure.protocol import ConfigError, Plan, TaskEnvelope, TaskResult, load_pl
 from tenure.protocol.plan import team_tree
 from tenure.roles.features import Splitter, standard_hooks
 from tenure.roles.leader import Hooks, LeaderHook
+from tenure.roles.member.slots import check_concurrency
+from tenure.roles.register.standing import plan_standing
 from tenure.roles.teams.local import LocalTeam
 from tenure.roles.teams.result import RunResult, read_result
 from tenure.store import Store, open_store
@@ -47,6 +49,8 @@ class Team:
     store to keep it. ``workdir`` is where tasks and command checks run; ``hooks``
     are leader hooks of your own, after the standard features; ``trust`` gives the
     judge models; ``splitter`` lets the planner split a task out of attempts.
+    ``concurrency`` is how many attempts each worker runs at once (its slots, threads):
+    1 for agent CLIs, more (8 to 64) for model calls, which mostly wait on the network.
     """
 
     def __init__(
@@ -56,6 +60,7 @@ class Team:
         executor: ExecutorLike | Mapping[str, ExecutorLike],
         store: Store | str | None = None,
         workers: int = 2,
+        concurrency: int = 1,
         workdir: str | Path | None = None,
         hooks: Sequence[LeaderHook] = (),
         trust: Trust | None = None,
@@ -70,6 +75,7 @@ class Team:
             )
         if workers < 1:
             raise ConfigError(f"workers: at least 1, got {workers}")
+        check_concurrency(concurrency)
         if not ttl > 0:
             raise ConfigError(f"ttl: a lease TTL in seconds > 0, got {ttl}")
         self.executor = team_executor(executor, self.plan)
@@ -77,6 +83,7 @@ class Team:
         Hooks([*standard_hooks(splitter=splitter), *self.hooks]).check_options(self.plan)
         self.store = store
         self.workers = workers
+        self.concurrency = concurrency
         self.workdir = Path(workdir) if workdir is not None else None
         self.trust = trust
         self.ttl = ttl
@@ -84,16 +91,21 @@ class Team:
 
     def run(self, timeout: float | None = None) -> RunResult:
         """Work the plan until nothing can move without a person, or ``timeout``
-        seconds pass; then read how it ended from the register."""
+        seconds pass; then read how it ended from the register. A store whose team runs
+        a different plan refuses it (``ConfigError``): change it with ``tenure.replan``."""
         started = time.monotonic()
         stop = threading.Event()
         timer = threading.Timer(timeout, stop.set) if timeout is not None else None
         with self._opened() as store:
+            standing = plan_standing(store, self.plan)
+            if standing.kind in ("changed", "interrupted"):  # never run with old goals
+                raise ConfigError(standing.describe())
             local = LocalTeam(
                 store,
                 self.plan,
                 self.executor,
                 workers=self.workers,
+                concurrency=self.concurrency,
                 timing=LeaseTiming(ttl=self.ttl),
                 workdir=self.workdir,
                 splitter=self.splitter,

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from tenure.coord import LeaseProofs, LeaseTiming
 from tenure.protocol import TaskResult
 from tenure.protocol.errors import Conflict
 from tenure.roles.leader import Dispatch, LeaderContext, LeaderHook, Watch
 from tenure.roles.register import Task
-from tenure.store import Member, Store
+from tenure.store import Lease, Member, Store
 
 SILENT_GRACE_FACTOR = 4.0  # x the parent's stale grace (= its lease TTL for `tenure leader`)
+CHILD_PROOF_GRACE = LeaseTiming().proof_grace  # a fresh child lease's time to be proved
 
 
 def stale_report(store: Store, parent: str, task: Task, result: TaskResult) -> str | None:
@@ -54,10 +56,13 @@ class NestedTeamsHook(LeaderHook):
     team before the parent retries the task as a new attempt."""
 
     name: ClassVar[str] = "nested-teams"
+    stageable: ClassVar[bool] = True  # dispatch and result points: the store only
 
     def __init__(self, grace: float) -> None:
         self.grace = grace
         self._silent: dict[tuple[str, int], float] = {}  # attempt -> first seen silent
+        self._proofs: dict[str, LeaseProofs | None] = {}  # child team -> its lease checker
+        self._refused: set[tuple[str, int]] = set()  # child leases refused (said once)
 
     def on_takeover(self, ctx: LeaderContext, task: Task) -> bool:
         """A stand-in reports by itself; a composite attempt whose sub-leader is gone is
@@ -89,7 +94,7 @@ class NestedTeamsHook(LeaderHook):
         if child is None or task.state != "running" or not task.assignee:
             return None
         live = ctx.workers()
-        lease = ctx.store.current_lease(child)
+        lease = self._child_lease(ctx, child)
         key = (task.task_id, task.attempt)
         if (
             lease is not None
@@ -103,6 +108,24 @@ class NestedTeamsHook(LeaderHook):
             self._silent.pop(key, None)
             return None
         return self._silence(ctx, task, child, key, now, live)
+
+    def _child_lease(self, ctx: LeaderContext, child: str) -> Lease | None:
+        """The child team's live lease, if it is to be followed: in a signed team only a
+        lease the child's lead key proved (or a fresh one, inside the grace) leads it."""
+        lease = ctx.store.current_lease(child)
+        if lease is None or ctx.credentials is None:
+            return lease
+        if child not in self._proofs:
+            self._proofs[child] = LeaseProofs.checker(ctx.credentials, child)
+        proofs = self._proofs[child]
+        reason = None if proofs is None else proofs.refused(ctx.store, lease, CHILD_PROOF_GRACE)
+        if reason is None:
+            return lease
+        if (child, lease.epoch) not in self._refused:
+            self._refused.add((child, lease.epoch))
+            info = {"team": child, "claimed": lease.holder, "epoch": lease.epoch}
+            ctx.event("security.lease_refused", {**info, "reason": reason})
+        return None
 
     def _silence(
         self,

@@ -14,6 +14,8 @@ from tenure.executors import make_result
 from tenure.protocol import TaskEnvelope, TaskResult
 from tenure.protocol.envelope import Spend
 from tenure.protocol.taskspec import SpendEntry
+from tenure.protocol.words import counted
+from tenure.roles.leader.replan import dropped_by_replan
 from tenure.roles.register import Task
 
 INBOX_STATES = ("blocked", "failed")  # waiting for a person (`tenure inbox`)
@@ -69,9 +71,9 @@ def rollup(
             "state": task.state,
             "attempt": task.attempt,
             "assignee": task.assignee,
-            "artifact": result.get("artifact"),
+            "artifact": None if task.tamper else result.get("artifact"),
         }
-        if task.state == "done":
+        if task.is_done:
             evidence.extend(result.get("evidence", []))
     states = Counter(t.state for t in tasks)
     artifact = {
@@ -85,7 +87,10 @@ def rollup(
     if waiting:
         question = waiting_question(team, [t for t in tasks if t.task_id in waiting])
         return make_result(env, "blocked", question=question, **fields)
-    unfinished = sorted(t.task_id for t in tasks if t.state != "done")
+    # a task a replan of the nested team left out is no longer its work
+    unfinished = sorted(
+        t.task_id for t in tasks if not t.is_done and not dropped_by_replan(t)
+    )
     if unfinished:
         reason = f"nested team {team}: not done: {', '.join(unfinished)}"
         return make_result(env, "failed", notes={"uncertain": [reason]}, **fields)
@@ -95,7 +100,7 @@ def rollup(
 def waiting_question(team: str, waiting: list[Task]) -> str:
     """The question that puts the composite task in the parent's inbox: which
     child tasks wait, why, and the exact command that answers each."""
-    lines = [f"nested team {team} has {len(waiting)} task(s) waiting for you:"]
+    lines = [f"nested team {team} has {counted(len(waiting), 'task')} waiting for you:"]
     for task in sorted(waiting, key=lambda t: t.task_id):
         why = str(task.data.question or task.reason or task.state)[:QUESTION_LIMIT]
         lines.append(f"- {task.task_id} ({task.state}): {why}")

@@ -39,9 +39,9 @@ def count_votes(ctx: LeaderContext, task: Task, voters: list[Task]) -> QuorumOut
     stores before the task is reviewed."""
     check = quorum_check(task)
     assert check is not None
-    given = [candidate_of(v) for v in voters if v.state == "done" and v.result]
+    given = [candidate_of(v) for v in voters if v.is_done and v.result]
     candidates, twice = distinct_votes(given)  # never two votes of one worker
-    missing = [f"{v.task_id} ({v.state})" for v in voters if v.state != "done"]
+    missing = [f"{v.task_id} ({v.problem or v.state})" for v in voters if not v.is_done]
     missing += [f"{c.ref} (a second vote of {c.member})" for c in twice]
     decision_type = check.decision or task.task_id
     voted = QuorumOutcome(voters=[c.ref for c in candidates], decision=decision_type)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from tenure.protocol import QuorumCheck, TaskResult, TenureError, idempotency_key, to_dict
+from tenure.protocol.clip import clip
 from tenure.protocol.errors import Conflict
 from tenure.protocol.taskspec import QuorumOutcome, QuorumState
 from tenure.roles.features.quorum.count import count_votes, quorum_check
@@ -61,6 +62,7 @@ def held_back(task: Task) -> bool:
 
 class QuorumHook(LeaderHook):
     name: ClassVar[str] = "quorum"
+    stageable: ClassVar[bool] = True  # dispatch and result points: the store only
 
     def before_dispatch(self, ctx: LeaderContext, task: Task) -> Admission:
         return HOLD if held_back(task) else GO
@@ -70,7 +72,7 @@ class QuorumHook(LeaderHook):
         if not any(held_back(t) for t in tasks):
             return False
         by_id = {t.task_id: t for t in tasks}
-        done = {t.task_id for t in tasks if t.state == "done"}
+        done = {t.task_id for t in tasks if t.is_done}
         acted = False
         for task in tasks:
             check = quorum_check(task)
@@ -186,7 +188,7 @@ def _review(ctx: LeaderContext, task: Task) -> None:
         "epoch": ctx.epoch(),
         "status": "completed",
         "notes": {
-            "verified": [f"quorum: {outcome.reason}"[:500]],
+            "verified": [clip(f"quorum: {outcome.reason}", 500)],
             "uncertain": list(outcome.warnings),
         },
     }

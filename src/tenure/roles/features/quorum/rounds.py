@@ -15,7 +15,7 @@ from tenure.protocol import QuorumCheck
 from tenure.protocol.errors import Conflict
 from tenure.protocol.ids import MAX_ID_LENGTH
 from tenure.protocol.taskspec import QuorumState, VoterOf
-from tenure.roles.features.budget import stop_reason
+from tenure.roles.features.budget import exceeded, stop_reason
 from tenure.roles.leader import LeaderContext
 from tenure.roles.member import WORK_CAPABILITY
 from tenure.roles.register import Task
@@ -33,6 +33,7 @@ def start_round(ctx: LeaderContext, task: Task, tasks: list[Task], n: int) -> bo
     """Open the next round of ``n`` voters, unless the task's budget or id length forbids it."""
     stop = stop_reason(task, tasks, ctx.now())
     if stop:
+        exceeded(ctx, task, stop)
         ctx.fail(task, stop)
         return True
     round_ = task.attempt + 1
@@ -119,7 +120,7 @@ def cancel_open(ctx: LeaderContext, task: Task, state: QuorumState, by_id: dict[
 
 
 def dispatch_voters(ctx: LeaderContext, tasks: list[Task]) -> bool:
-    """Send queued voters to idle workers, never a voter to a worker that holds or gave
+    """Send queued voters to workers with a free slot, never a voter to a worker that holds or gave
     another vote of its round (it waits instead)."""
     workers = ctx.workers()
     load = dict.fromkeys(workers, 0)
@@ -137,6 +138,7 @@ def dispatch_voters(ctx: LeaderContext, tasks: list[Task]) -> bool:
             continue
         stop = stop_reason(voter, tasks, ctx.now())
         if stop:
+            exceeded(ctx, voter, stop)
             ctx.fail(voter, stop)
             continue
         roles = [c for c in member.capabilities if c != WORK_CAPABILITY]
@@ -207,7 +209,7 @@ def _voter_member(
     load: dict[str, int],
     stuck: set[str],
 ) -> Member | None:
-    """The idle worker for ``voter``: able, and holding no other vote of its round;
+    """The worker for ``voter``: able, with a free slot, and holding no other vote of its round;
     one not stuck with an attempt the leader gave up on first, then by priority."""
     need = voter.spec.capability
     taken = engaged(round_, but=voter.task_id)
@@ -215,7 +217,7 @@ def _voter_member(
         m
         for m in workers.values()
         if (need is None or need in m.capabilities)
-        and load[m.member_id] == 0
+        and load[m.member_id] < m.slots
         and m.member_id not in taken
     ]
     if not idle:
