@@ -1,15 +1,25 @@
 """``tenure code`` (a coding-agent team on a git repository), ``tenure gc``, ``tenure
-discard`` and ``tenure replan``."""
+discard``, and the coding side of ``tenure replan``."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from tenure.console import jsonout, params
+from tenure.console.agents_cmds import (
+    AgentArgOption,
+    AgentBareOption,
+    AgentMcpOption,
+    AgentModelOption,
+    agent_from_options,
+)
 from tenure.console.app import PassEnvOption, app, fail, out, pass_env
+from tenure.console.coding_view import report, run_with_progress
+from tenure.console.jsonout import JsonOption
 from tenure.console.model_cmds import AllowOption
 from tenure.console.safe import safe_text
 from tenure.executors import git
@@ -18,14 +28,14 @@ from tenure.executors.sandbox import SandboxMode
 from tenure.executors.worktrees import TENURE_DIR, discard, plan_cleanup, remove
 from tenure.protocol.codec import load_plan
 from tenure.protocol.secrets import redact_url
-from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased, team_for
+from tenure.roles.coding import CodingConfig, CodingLeader, RunLeased, check_coding_plan, team_for
 from tenure.roles.coding.discard import plan_discard
 from tenure.roles.coding.lease import DEFAULT_LEASE_TTL
 from tenure.roles.coding.replan import ReplanRequest, live_leader
 from tenure.roles.coding.scope import check_tasks, overlapping_scopes
 
 RepoOption = Annotated[
-    Path, typer.Option("--repo", help="The target git repository (clean working tree).")
+    Path, typer.Option("--workdir", help="The target git repository (clean working tree).")
 ]
 
 CodeStoreOption = Annotated[
@@ -37,18 +47,28 @@ CodeStoreOption = Annotated[
         help="The run's state database: sqlite:///PATH (default REPO/.tenure/state.db) "
         "or redis://HOST:PORT/DB. The run is the team code/RUN there.",
         show_default=False,
+        callback=params.store,
     ),
 ]
 
 
 @app.command("code")
 def code(
+    ctx: typer.Context,
     plan_path: Annotated[Path, typer.Argument(metavar="PLAN", help="plan.yaml / plan.md")],
     repo: RepoOption = Path("."),
     agent: Annotated[str, typer.Option("--agent", help=AGENT_HELP)] = "claude",
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel attempts.")] = 2,
+    agent_model: AgentModelOption = None,
+    agent_bare: AgentBareOption = False,
+    agent_arg: AgentArgOption = None,
+    agent_mcp: AgentMcpOption = False,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", "-w", help="Parallel attempts (1 to 64).", callback=params.between(1, 64)),
+    ] = 2,
     run_id: Annotated[
-        str | None, typer.Option("--run", help="Run id; an existing one is resumed.")
+        str | None,
+        typer.Option("--run", help="Run id; an existing one is resumed.", callback=params.ident),
     ] = None,
     split_with: Annotated[
         str | None,
@@ -67,7 +87,11 @@ def code(
     store: CodeStoreOption = None,
     lease_ttl: Annotated[
         float,
-        typer.Option("--lease-ttl", help="Seconds the leader's lease lasts without renewal."),
+        typer.Option(
+            "--lease-ttl",
+            help=f"Seconds the leader's lease lasts without renewal ({params.MIN_TTL:g} to {params.MAX_TTL:g}).",
+            callback=params.ttl(),
+        ),
     ] = DEFAULT_LEASE_TTL,
     allow_model: AllowOption = None,
     pass_names: PassEnvOption = None,
@@ -85,6 +109,7 @@ def code(
             "--require-sandbox", help="Refuse to run unless bubblewrap (bwrap) works here."
         ),
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run a plan with coding agents: one git worktree per attempt (agents sandboxed in
     bubblewrap where it works), checks run by the leader on a fresh checkout of the
@@ -92,14 +117,33 @@ def code(
     order. Files: .tenure/runs/RUN/ on that branch; state: the team code/RUN in the store
     (`tenure status --team code/RUN`, `tenure inbox`, `tenure answer --team code/RUN`).
 
-    Example: `tenure code plan.yaml --repo ~/src/app --agent claude --workers 3 --share-home`
+    Example: `tenure code plan.yaml --workdir ~/src/app --agent claude --workers 3 --share-home`
+
+    Local model: `tenure code plan.yaml --agent codex --agent-model openai:qwen2.5-coder@http://localhost:8080/v1`
+    (`tenure agents` shows what each preset runs).
     """
+    ctx.with_resource(jsonout.people_on_stderr(as_json))  # --json: stdout holds it alone
     pass_env(pass_names)
     plan = load_plan(plan_path)
     if no_sandbox and require_sandbox:
         raise fail("--no-sandbox and --require-sandbox contradict each other; pick one")
     mode: SandboxMode = "off" if no_sandbox else "bwrap" if require_sandbox else "auto"
-    cli = AgentCLI.from_spec(agent, isolate_home=not share_home, sandbox=mode)
+    cli = agent_from_options(
+        agent,
+        model=agent_model,
+        bare=agent_bare,
+        extra_args=agent_arg,
+        isolate_home=not share_home,
+        sandbox=mode,
+        mcp=agent_mcp,
+    )
+    unreachable = cli.model.unreachable() if cli.model is not None else None
+    if unreachable:
+        out.print(
+            f"WARNING: {unreachable}; the agents retry until their task deadline",
+            soft_wrap=True,
+            markup=False,
+        )
     splitter = None
     if allow_model and split_with is None:
         raise fail("--allow-model goes with --split-with (for the parts its model writes)")
@@ -124,6 +168,7 @@ def code(
             splitter=splitter,
             store_url=store,
             lease_ttl=lease_ttl,
+            agent_mcp=agent_mcp,
         )
     )
     resuming = git.branch_exists(leader.root, leader.integration)
@@ -148,17 +193,7 @@ def code(
     note = cli.sandbox_note()
     shown = safe_text(note)
     out.print(f"[bold red]{shown}[/]" if note.startswith("WARNING") else shown, soft_wrap=True)
-    outcome = leader.run()
-    for task_id, state in outcome.states.items():
-        out.print(f"  {safe_text(f'{task_id:<24}')} {safe_text(state)}", soft_wrap=True)
-    out.print(f"integration branch: {safe_text(outcome.integration_branch)}", soft_wrap=True)
-    files = f"{outcome.integration_worktree}/.tenure/runs/{outcome.run}/"
-    out.print(f"files: {safe_text(files)}", soft_wrap=True)
-    if not outcome.done:
-        raise fail(f"run {outcome.run} not done: {outcome.reason}")
-    out.print(f"[green]done[/]: {safe_text(outcome.reason)}", soft_wrap=True)
-    merge = f"git -C {leader.root} merge {outcome.integration_branch}"
-    out.print(f"merge it: {safe_text(merge)}", soft_wrap=True)
+    report(leader, run_with_progress(leader, workers), as_json=as_json)
 
 
 @app.command("gc")
@@ -169,14 +204,19 @@ def gc(
         typer.Option("--into", help="Branch work must be merged into (default: checked out)."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List tenure worktrees and branches and whether they can go; remove only merged ones,
     and only with --yes. Unmerged work is never removed.
 
-    Example: `tenure gc --repo ~/src/app` (then `--yes`)
+    Example: `tenure gc --workdir ~/src/app` (then `--yes`)
     """
     root = git.repo_root(repo.resolve())
     items = plan_cleanup(root, keep)
+    if as_json:
+        _remove_merged(root, items, yes)
+        jsonout.emit("gc", items=[_item(i, yes) for i in items], removed=yes)
+        return
     if not items:
         out.print("nothing to clean", soft_wrap=True)
         return
@@ -185,21 +225,21 @@ def gc(
         where = f" ({item.path})" if item.path else ""
         shown = f"{verb:<13} {item.branch}{where}: {item.reason}"
         out.print(safe_text(shown), soft_wrap=True)
-    if yes:
-        # task branches first: an integration branch goes last
-        for item in sorted(items, key=lambda i: i.branch.endswith("/integration")):
-            if item.removable:
-                remove(root, item)
-    elif any(i.removable for i in items):
+    _remove_merged(root, items, yes)
+    if not yes and any(i.removable for i in items):
         out.print("run again with --yes to remove the merged ones", soft_wrap=True)
 
 
 @app.command("discard")
 def discard_attempts(
-    run_id: Annotated[str, typer.Option("--run", help="The run whose failed attempts go.")],
+    run_id: Annotated[
+        str,
+        typer.Option("--run", help="The run whose failed attempts go.", callback=params.ident),
+    ],
     task: Annotated[str | None, typer.Option("--task", help="Only this task's attempts.")] = None,
     repo: RepoOption = Path("."),
     yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List a coding run's failed attempts (rejected, interrupted, conflicted, cancelled)
     and, with --yes, delete their worktrees and branches, unmerged commits included. Never
@@ -209,6 +249,12 @@ def discard_attempts(
     """
     root = git.repo_root(repo.resolve())
     items = plan_discard(root, run_id, task)
+    if as_json:
+        for item in items if yes else []:
+            if item.removable:
+                discard(root, item.path, item.branch)
+        jsonout.emit("discard", run=run_id, items=[_item(i, yes) for i in items], removed=yes)
+        return
     if not items:
         out.print(f"no attempt branches in run {run_id}", soft_wrap=True)
         return
@@ -230,32 +276,39 @@ def discard_attempts(
         )
 
 
-@app.command("replan")
-def replan(
-    plan_path: Annotated[Path, typer.Argument(metavar="PLAN", help="The new plan.")],
-    run_id: Annotated[str, typer.Option("--run", help="The run to replan.")],
-    reason: Annotated[str, typer.Option("--reason", help="Why; goes into plan.md.")],
-    repo: RepoOption = Path("."),
-    cancel_running: Annotated[
-        bool,
-        typer.Option(
-            "--cancel-running/--let-running-finish",
-            help="Cancel running attempts (with the reason) or let them finish first.",
-        ),
-    ] = False,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds to wait for a running leader.")
-    ] = 3600.0,
-    store: CodeStoreOption = None,
-) -> None:
-    """Shift a coding run's goal: freeze dispatch, log the change in plan.md's changelog,
-    re-derive the tasks not yet started (running ones finish or are cancelled).
+def _remove_merged(root: Path, items: list[Any], yes: bool) -> None:
+    if yes:  # task branches first: an integration branch goes last
+        for item in sorted(items, key=lambda i: i.branch.endswith("/integration")):
+            if item.removable:
+                remove(root, item)
 
-    Example: `tenure replan new.yaml --run run-20260101-120000 --reason "drop the export"`
-    """
+
+def _item(item: Any, yes: bool) -> dict[str, Any]:
+    """A branch (and worktree) ``gc`` or ``discard`` lists, as ``--json`` shows it."""
+    path = getattr(item, "path", None)
+    return {
+        "branch": item.branch,
+        "path": str(path) if path else None,
+        "removable": item.removable,
+        "removed": bool(yes and item.removable),
+        "reason": item.reason,
+    }
+
+
+def replan_run(
+    plan_path: Path,
+    run_id: str,
+    reason: str,
+    repo: Path,
+    cancel_running: bool,
+    timeout: float,
+    store: str | None,
+) -> None:
+    """``tenure replan --run RUN``: a coding run's goal shift (files in git included)."""
     plan = load_plan(plan_path)
     root = git.repo_root(repo.resolve())
     check_tasks(root, plan)
+    check_coding_plan(plan)  # what the run's leader would refuse, before it is asked
     request = ReplanRequest(plan, cancel_running, reason)
     attempts = root / TENURE_DIR / "attempts" / run_id
     pid = live_leader(attempts)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tenure.console.app import StoreOption, app, fail, out, store_url
-from tenure.console.safe import plain, safe_text
+from tenure.console import jsonout, params
+from tenure.console.app import StoreOption, app, fail, out
+from tenure.console.jsonout import JsonOption
+from tenure.console.safe import safe_text
+from tenure.console.stores import existing, require_team
+from tenure.protocol.clip import clip
 from tenure.roles.teams.reading import DecisionRecord, decision_events, read_decision
-from tenure.store import Store, open_store
+from tenure.store import Store
 
 _OUTCOME_STYLE = {
     "passed": "green",
@@ -32,15 +34,18 @@ def decisions(
         typer.Argument(metavar="TASK", help="Only this task (and its quorum voters)."),
     ] = None,
     store: StoreOption = None,
-    team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="Only this team.", callback=params.team)
+    ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Show the decision log: each verification verdict and tie-break, with its inputs
     (by reference), policy, outcome and reason; warnings about correlated voters stand out.
 
     Example: `tenure decisions acme-price --team demo`
     """
-    with open_store(store_url(store)) as opened:
+    with existing(store) as opened:
+        require_team(opened, team)
         if task_id is not None and not _known(opened, team, task_id):
             teams = [team] if team else opened.teams()
             known = sorted({t.task_id for name in teams for t in opened.tasks(name)})
@@ -49,8 +54,7 @@ def decisions(
             raise fail(f"{where} has no task {task_id!r} (tasks: {shown})")
         events = decision_events(opened, team, task_id)
     if as_json:
-        for event in events:
-            out.print(plain(json.dumps(asdict(event))), soft_wrap=True, markup=False)
+        jsonout.emit("decisions", team=team, task_id=task_id, decisions=events)
         return
     if not events:
         what = f"task {task_id!r}" if task_id else "this store"
@@ -106,7 +110,7 @@ def _details(record: DecisionRecord) -> str:
         winner = f" {step['winner']}" if step.get("winner") else ""
         lines.append(
             f"step {safe_text(str(step.get('policy')))}: {safe_text(str(step.get('outcome')))}"
-            f"{safe_text(winner)} — {safe_text(str(step.get('reason', ''))[:160])}"
+            f"{safe_text(winner)} — {safe_text(clip(str(step.get('reason', '')), 160))}"
         )
     lines.append(f"why: {safe_text(record.reason)}")
     for warning in record.warnings:

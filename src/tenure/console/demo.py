@@ -19,9 +19,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from tenure.console import params
 from tenure.console.app import app, out
 from tenure.console.demo_setup import TEAM, prepare
 from tenure.console.demo_story import Story
+from tenure.console.exits import Exit
 from tenure.console.processes import spawn, stop_all
 from tenure.coord import Credentials
 from tenure.coord.credentials import init_team
@@ -41,16 +43,23 @@ class DemoFailed(Exception):
 @app.command()
 def demo(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Where the demo writes its files.")
+        Path, typer.Option("--workdir", help="Where the demo writes its files.")
     ] = Path(".tenure/demo"),
-    ttl: Annotated[float, typer.Option(help="Leader lease TTL in seconds.")] = 2.0,
+    ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            help=f"Leader lease TTL in seconds ({params.MIN_TTL:g} to {params.MAX_TTL:g}).",
+            callback=params.ttl(),
+        ),
+    ] = 2.0,
 ) -> None:
     """Run a five-vendor pricing team through a leader kill, a leader pause,
     duplicated messages and a lying worker, and show each fault being caught.
 
     Needs nothing configured: SQLite store, scripted agents, all local.
 
-    Example: `tenure demo --dir /tmp/tenure-demo`
+    Example: `tenure demo --workdir /tmp/tenure-demo`
     """
     root = directory.resolve()
     plan_path = prepare(root)
@@ -66,12 +75,12 @@ def demo(
             _wait(story, "the plan to finish", lambda: _settled(store))
         except DemoFailed as exc:
             out.print(f"[bold red]demo step timed out:[/] {exc}; logs in {root / 'logs'}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.ERROR) from None
         finally:
             stop_all(list(procs.values()))
         story.poll()
         ok = _summary(store, story, figures, root, time.monotonic() - started)
-    raise typer.Exit(0 if ok else 1)
+    raise typer.Exit(Exit.OK if ok else Exit.ERROR)
 
 
 def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subprocess.Popen[bytes]]:
@@ -87,7 +96,7 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
         (3, [], {"TENURE_AGENT_LIES": "1"}),
     ):
         name = f"worker-{n}"
-        args = ["worker", *common, "--team", TEAM, "--id", name, "--exec", AGENT, *flags]
+        args = ["worker", *common, "--team", TEAM, "--member", name, "--exec", AGENT, *flags]
         procs[name] = spawn(args, log=logs / f"{name}.log", env=env, store_url=url)
     for n, priority in ((1, 30), (2, 20), (3, 10)):
         name = f"leader-{n}"
@@ -95,11 +104,11 @@ def _start_team(root: Path, plan: Path, url: str, ttl: float) -> dict[str, subpr
             "leader",
             str(plan),
             *common,
-            "--id",
+            "--member",
             name,
             "--priority",
             str(priority),
-            "--ttl",
+            "--lease-ttl",
             str(ttl),
             "--duplicate-assignments",
         ]

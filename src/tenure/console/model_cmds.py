@@ -12,23 +12,29 @@ explicit leave for its plans and splits to add command checks or executors
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.markup import escape
 
+from tenure.console import jsonout, params
 from tenure.console.app import StoreOption, app, err, out, store_url
+from tenure.console.jsonout import JsonOption
+from tenure.console.safe import safe_text
 from tenure.executors import Executor, resolve_executor
 from tenure.executors.llm import LLMExecutor, price_of
 from tenure.models import Model, check_reachable, model_spec, open_model
 from tenure.protocol import ConfigError, Plan, load_plan, to_dict
 from tenure.protocol.private import private_dir
+from tenure.protocol.words import counted
 from tenure.roles.features.split import Splitter
 from tenure.roles.planning import Planner, allowance, artifacts_from
+from tenure.roles.register.spend import Totals
 from tenure.store import Store, open_store
 
 GoalOption = Annotated[
@@ -74,7 +80,7 @@ AllowOption = Annotated[
 
 
 def warn(line: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    err.print(f"[yellow]warning:[/] {safe_text(line)}", soft_wrap=True)
 
 
 def allowed(values: list[ModelAllow] | None) -> frozenset[str]:
@@ -123,7 +129,8 @@ def planned(
     plan = planner.plan(goal, found, team=team, workdir=workdir)
     spent = plan.planning_spend
     tokens = (spent.input_tokens + spent.output_tokens) if spent else 0
-    out.print(f"planned {len(plan.tasks)} task(s) in {planner.calls} call(s), {tokens} tokens")
+    calls = counted(planner.calls, "call")
+    out.print(f"planned {counted(len(plan.tasks), 'task')} in {calls}, {counted(tokens, 'token')}")
     return plan
 
 
@@ -135,12 +142,16 @@ def resolve_plan(
     *,
     team: str,
     workdir: Path | None,
-    store: Store | None,
+    log_to: Callable[[], AbstractContextManager[Store]] | None = None,
     save_dir: Path | None = None,
     allow: Collection[str] = (),
 ) -> tuple[Plan | None, Splitter | None]:
     """The plan (from the file, or planned from ``goal``) and the splitter a model makes
-    possible: with ``--goal`` or ``--model`` the leader may split a task once."""
+    possible: with ``--goal`` or ``--model`` the leader may split a task once.
+
+    ``log_to`` opens the store the planner's rejections are logged to; it is called only
+    when there is planning to do, after every flag, the plan file and the model checked
+    out, so a refusal leaves no store behind."""
     if path is not None and goal:
         raise ConfigError("give a PLAN file or --goal, not both")
     if artifacts and not goal:
@@ -148,9 +159,11 @@ def resolve_plan(
     model = open_checked(model_flag) if (goal or model_flag) else None
     plan = load_plan(path) if path is not None else None
     if goal and model is not None:
-        plan = planned(
-            goal, artifacts or [], model, team=team, workdir=workdir, store=store, allow=allow
-        )
+        artifacts_from(artifacts or [], workdir)  # a missing one is refused before the store
+        with log_to() if log_to is not None else nullcontext() as store:
+            plan = planned(
+                goal, artifacts or [], model, team=team, workdir=workdir, store=store, allow=allow
+            )
         if save_dir is not None:
             saved = save_dir / f"plan-{team.replace('/', '-')}.yaml"
             private_dir(saved.parent, tighten_existing=False)
@@ -192,7 +205,9 @@ def plan_command(
     goal: Annotated[str, typer.Option("--goal", "-g", help="What the team should achieve.")],
     artifact: ArtifactOption = None,
     model: ModelOption = None,
-    team: Annotated[str, typer.Option("--team", "-t", help="Team path of the plan.")] = "default",
+    team: Annotated[
+        str, typer.Option("--team", "-t", help="Team path of the plan.", callback=params.team)
+    ] = "default",
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the plan (YAML).")
     ] = Path("plan.yaml"),
@@ -201,6 +216,7 @@ def plan_command(
     ] = None,
     store: StoreOption = None,
     allow_model: AllowOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Ask the model for a plan of GOAL over the listed artifacts, validated, and write it.
 
@@ -210,20 +226,32 @@ def plan_command(
 
     Example: `tenure plan --goal "Price our vendors" --artifact vendors/ --model openai:gpt-4.1`
     """
-    allow = allowed(allow_model)
+    with jsonout.people_on_stderr(as_json):
+        made = _plan(goal, artifact or [], model, team, workdir, store, allowed(allow_model))
+    output.write_text(yaml.safe_dump(to_dict(made), sort_keys=False), encoding="utf-8")
+    if as_json:
+        spent = Totals()
+        if made.planning_spend is not None:
+            spent.add(made.planning_spend)
+        tasks = [t.id for t in made.tasks]
+        jsonout.emit("plan", file=str(output), team=made.team, tasks=tasks, spend=asdict(spent))
+        return
+    out.print(f"wrote {safe_text(output)}")
+
+
+def _plan(
+    goal: str,
+    artifact: list[str],
+    model: str | None,
+    team: str,
+    workdir: Path | None,
+    store: str | None,
+    allow: Collection[str],
+) -> Plan:
     chosen = open_checked(model)
     if store is None:  # no store named: nothing to log to, and none is created
-        made = planned(goal, artifact or [], chosen, team=team, workdir=workdir, allow=allow)
-    else:
-        with open_store(store_url(store)) as opened:
-            made = planned(
-                goal,
-                artifact or [],
-                chosen,
-                team=team,
-                workdir=workdir,
-                store=opened,
-                allow=allow,
-            )
-    output.write_text(yaml.safe_dump(to_dict(made), sort_keys=False), encoding="utf-8")
-    out.print(f"wrote {output}")
+        return planned(goal, artifact, chosen, team=team, workdir=workdir, allow=allow)
+    with open_store(store_url(store)) as opened:
+        return planned(
+            goal, artifact, chosen, team=team, workdir=workdir, store=opened, allow=allow
+        )

@@ -5,19 +5,31 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Collection
-from contextlib import ExitStack
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Group, RenderableType
-from rich.live import Live
 
-from tenure.console.app import PassEnvOption, StoreOption, app, fail, out, pass_env, store_url
+from tenure import observe
+from tenure.console import jsonout, params
+from tenure.console.app import (
+    PassEnvOption,
+    StoreOption,
+    app,
+    err,
+    fail,
+    pass_env,
+    store_url,
+)
+from tenure.console.crew import NO_WORKER_LEFT, Crew
+from tenure.console.exits import Exit
+from tenure.console.jsonout import JsonOption
 from tenure.console.keys_cmds import InsecureOption, KeysOption, keys_root, member_credentials
+from tenure.console.member_store import confirmed, lost_exit, patient
 from tenure.console.model_cmds import (
     AllowOption,
     ArtifactOption,
@@ -28,20 +40,24 @@ from tenure.console.model_cmds import (
     preflight,
     resolve_plan,
 )
-from tenure.console.processes import spawn, stop_all
+from tenure.console.processes import Terminated, terminated_on_signals
+from tenure.console.run_view import summary, watch
 from tenure.console.safe import safe_text
-from tenure.console.state_cmds import team_table
-from tenure.console.tree import team_tree_table
+from tenure.console.standing import FreshOption, lead_key, settle_standing
 from tenure.coord import Credentials, LeaseTiming
 from tenure.coord.credentials import init_team
 from tenure.executors import SPEC_HELP, resolve_executor
+from tenure.executors.process_group import kill_live_children
 from tenure.models import ENV_MODEL
 from tenure.protocol import Plan, PlanTask
 from tenure.protocol.plan import SUBTEAM_CAPABILITY, plan_executors, team_tree
 from tenure.protocol.secrets import redact_url
 from tenure.roles import Leader, LeaderConfig, LocalTeam, enqueue_plan
 from tenure.roles.features import Splitter
+from tenure.roles.teams.leader import check_leader_plan
+from tenure.roles.teams.queue_plan import check_queue_plan
 from tenure.store import Store, open_store
+from tenure.store.patient import PatientStore
 
 
 class Mode(StrEnum):
@@ -53,17 +69,29 @@ class Mode(StrEnum):
 @app.command()
 def run(
     plan: Annotated[
-        Path | None, typer.Argument(help="Plan file (plan.yaml or plan.md), or use --goal.")
+        Path | None,
+        typer.Argument(metavar="PLAN", help="Plan file (plan.yaml or plan.md), or use --goal."),
     ] = None,
     store: StoreOption = None,
     workers: Annotated[
-        int, typer.Option("--workers", "-w", min=1, max=64, help="Worker count.")
+        int,
+        typer.Option(
+            "--workers", "-w", help="Worker count (1 to 64).", callback=params.between(1, 64)
+        ),
     ] = 2,
+    concurrency: params.ConcurrencyOption = 1,
     mode: Annotated[
         Mode, typer.Option(help="team: processes; local: threads; queue: no leader.")
     ] = Mode.team,
     executor: Annotated[str, typer.Option("--exec", help=f"Executor: {SPEC_HELP}.")] = "noop",
-    ttl: Annotated[float, typer.Option(help="Lease TTL in seconds.")] = 3.0,
+    ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            help=f"Lease TTL in seconds ({params.MIN_TTL:g} to {params.MAX_TTL:g}).",
+            callback=params.ttl(),
+        ),
+    ] = 3.0,
     state_dir: Annotated[Path, typer.Option(help="Members' local state.")] = Path(".tenure"),
     workdir: Annotated[
         Path | None, typer.Option(help="Where tasks and command checks run.")
@@ -71,13 +99,16 @@ def run(
     goal: GoalOption = None,
     artifact: ArtifactOption = None,
     model: ModelOption = None,
-    team: Annotated[str, typer.Option("--team", "-t", help="Team path of a --goal plan.")] = (
-        "default"
-    ),
+    team: Annotated[
+        str,
+        typer.Option("--team", "-t", help="Team path of a --goal plan.", callback=params.team),
+    ] = "default",
     keys: KeysOption = None,
     insecure: InsecureOption = False,
     allow_model: AllowOption = None,
     pass_names: PassEnvOption = None,
+    fresh: FreshOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run a plan with a leader and N workers on one machine, showing progress.
 
@@ -86,9 +117,16 @@ def run(
 
     With `--goal` and `--artifact`, the model (`--model` or TENURE_MODEL) plans first;
     `--exec llm` makes the workers that model too. Exit status: 0 when every task is
-    done, 3 when some wait in the inbox.
+    done, 3 when some wait in the inbox, 1 when the plan is refused or the run stops
+    before it settles, 4 when the store was lost, 5 when a team has no worker left
+    (every status: docs/operations.md). Workers' output is kept in STATE_DIR/logs; a
+    store outage is waited out (TENURE_STORE_PATIENCE seconds, default 300). A plan
+    its team finished already is not run again (`--fresh` starts it over); a changed
+    plan is refused: change a team's plan with `tenure replan`.
 
     Example: `tenure run plan.yaml --workers 4 --exec "command:python3 agent.py"`
+
+    Example: `tenure run plan.yaml --workers 2 --concurrency 16 --exec llm:openai:gpt-4.1`
 
     Example: `tenure run --goal "Price our vendors" --artifact vendors/ --exec llm --model openai:gpt-4.1`
     """
@@ -100,8 +138,7 @@ def run(
         executor = f"llm:{model}"  # worker processes get the same model
     preflight(executor)  # refuse a bad spec or model before anything starts
     url = store_url(store)
-    with ExitStack() as stack:  # a store only when planning: its rejections go to the log
-        planning_store = stack.enter_context(open_store(url)) if goal else None
+    with jsonout.people_on_stderr(as_json):  # what planning says, too
         found, splitter = resolve_plan(
             plan,
             goal,
@@ -109,7 +146,7 @@ def run(
             model,
             team=team,
             workdir=workdir,
-            store=planning_store,
+            log_to=partial(open_store, url),  # a store only when planning: its log
             save_dir=state_dir,
             allow=allow,
         )
@@ -121,95 +158,165 @@ def run(
     _nested_planner(loaded, model)
     for each in team_tree(loaded):  # the plan's own executors, and its cost budgets,
         preflight(executor, each)  # in every nested team too
+    # what its leader (or a queue worker) would refuse, before the store says "done"
+    if mode is Mode.queue:
+        check_queue_plan(loaded)
+    else:
+        check_leader_plan(loaded, splitter=splitter)
+    signed = mode is not Mode.local and not insecure
+    if signed:  # the keys first: a fresh start signs what it registers with them
+        for each in team_tree(loaded):
+            init_team(keys_root(keys), each.team)
+    lead = lead_key(keys, loaded.team) if signed else None
     started = time.monotonic()
-    with open_store(url) as opened:
-        if mode is Mode.local:
-            local = LocalTeam(
-                opened,
-                loaded,
-                resolve_executor(executor),
-                workers=workers,
-                timing=LeaseTiming(ttl=ttl),
-                state_dir=state_dir,
-                workdir=workdir,
-                splitter=splitter,
-            )
-            _watch(opened, loaded, local.run)
-        else:
-            _run_processes(
-                opened,
-                url,
-                loaded,
-                mode,
-                workers,
-                executor,
-                ttl,
-                state_dir,
-                workdir,
-                splitter,
-                model,
-                None if insecure else keys_root(keys),
-                allow,
-            )
-        raise typer.Exit(_summary(opened, loaded, time.monotonic() - started))
+    stop = threading.Event()
+    spawned = workers * (1 if mode is Mode.local else len(team_tree(loaded)))
+    try:
+        with (
+            terminated_on_signals(partial(_stopping, spawned)),
+            jsonout.people_on_stderr(as_json),
+            open_store(url) as raw,
+        ):
+            if mode is not Mode.local and not raw.shared_across_processes:
+                # each worker process would get a store of its own
+                raise fail(
+                    f"store {redact_url(url)}: worker processes cannot share it; use --mode local"
+                )
+            member = "run" if mode is Mode.queue else "leader"
+            opened = patient(raw, team=loaded.team, member=member, stop=stop)
+            if not settle_standing(opened, loaded, fresh=fresh, credentials=lead):
+                raise typer.Exit(summary(opened, loaded, 0.0, as_json=True) if as_json else 0)
+            if mode is Mode.local:
+                local = LocalTeam(
+                    opened,
+                    loaded,
+                    resolve_executor(executor),
+                    workers=workers,
+                    concurrency=concurrency,
+                    timing=LeaseTiming(ttl=ttl),
+                    state_dir=state_dir,
+                    workdir=workdir,
+                    splitter=splitter,
+                )
+                watch(opened, loaded, local.run, stop, live=not as_json)
+            else:
+                _run_processes(
+                    opened,
+                    url,
+                    loaded,
+                    _Members(
+                        mode, workers, executor, ttl, state_dir, workdir, model, allow, concurrency
+                    ),
+                    stop,
+                    splitter,
+                    None if insecure else keys_root(keys),
+                    live=not as_json,
+                )
+            if opened.lost is not None:
+                raise lost_exit(opened.lost)
+            confirmed(opened)  # a store replaced under the run: one line, no summary
+            elapsed = time.monotonic() - started
+            raise typer.Exit(summary(opened, loaded, elapsed, as_json=as_json))
+    except Terminated as exc:  # its members were stopped on the way out
+        err.print(f"tenure run: {exc}; every member it started was stopped")
+        raise typer.Exit(128 + exc.signum) from None
+    except KeyboardInterrupt:
+        err.print("tenure run: stopped (Ctrl-C); every member it started was stopped")
+        raise typer.Exit(Exit.INTERRUPTED) from None
+
+
+def _stopping(workers: int, why: str) -> None:
+    """Said when a signal stops the run; the processes this one runs (a local team's
+    tasks, the leader's command checks) end now, so its threads can finish."""
+    err.print(f"{why}: stopping {workers} worker(s)…")
+    kill_live_children()
+
+
+@dataclass(frozen=True)
+class _Members:
+    """What the member processes of a run are started with."""
+
+    mode: Mode
+    workers: int
+    executor: str
+    ttl: float
+    state_dir: Path
+    workdir: Path | None
+    model: str | None
+    allow: Collection[str]
+    concurrency: int = 1
 
 
 def _run_processes(
-    store: Store,
+    store: PatientStore,
     url: str,
     plan: Plan,
-    mode: Mode,
-    workers: int,
-    executor: str,
-    ttl: float,
-    state_dir: Path,
-    workdir: Path | None,
+    how: _Members,
+    stop: threading.Event,
     splitter: Splitter | None = None,
-    model: str | None = None,
     keys: Path | None = None,
-    allow: Collection[str] = (),
+    *,
+    live: bool = True,
 ) -> None:
-    if not store.shared_across_processes:  # each worker process would get a store of its own
-        raise fail(f"store {redact_url(url)}: worker processes cannot share it; use --mode local")
-    if mode is Mode.queue:
+    """Start the workers (each its own process, owned by this one), then lead or wait."""
+    if how.mode is Mode.queue:
         # a claim lasts as long as the message stays invisible: cover the longest task
         longest = max(t.deadline_seconds for t in plan.tasks)
         extra = ["--queue", "--visibility", f"{longest + 5:g}"]
     else:
         extra = []
     members = {
-        each.team: [f"{_prefix(plan, each)}{n}" for n in range(1, workers + 1)]
+        each.team: [f"{_prefix(plan, each)}{n}" for n in range(1, how.workers + 1)]
         for each in team_tree(plan)  # a nested plan: workers for every team of the tree
     }
     credentials = _credentials(store, plan, members, keys)
     signing = ["--keys", str(keys)] if keys is not None else ["--insecure"]
-    procs = []
-    for each in team_tree(plan):
-        common = team_worker_args(each, executor, state_dir, workdir, model=model, allow=allow)
-        procs += [
-            spawn(["worker", *common, *signing, "--id", member, *extra], store_url=url)
-            for member in members[each.team]
-        ]
+    crew = Crew(how.state_dir, url, say=_say)
     try:
-        if mode is Mode.queue:
-            enqueue_plan(store, plan, credentials=credentials)
-            _watch(store, plan, lambda stop: _wait_settled(store, plan, stop))
+        for each in team_tree(plan):
+            common = team_worker_args(
+                each,
+                how.executor,
+                how.state_dir,
+                how.workdir,
+                model=how.model,
+                allow=how.allow,
+                concurrency=how.concurrency,
+            )
+            for member in members[each.team]:
+                crew.start(
+                    each.team, member, ["worker", *common, *signing, "--member", member, *extra]
+                )
+        if how.mode is Mode.queue:
+            body: Callable[[threading.Event], object] = partial(_produce, store, plan, credentials)
         else:
             config = LeaderConfig(
                 team=plan.team,
                 member_id="leader",
                 priority=100,
-                timing=LeaseTiming(ttl=ttl),
-                state_dir=state_dir,
-                workdir=workdir,
-                stale_grace=ttl,
-                member_ttl=ttl,
+                timing=LeaseTiming(ttl=how.ttl),
+                state_dir=how.state_dir,
+                workdir=how.workdir,
+                stale_grace=how.ttl,
+                member_ttl=how.ttl,
                 credentials=credentials,
             )
-            leader = Leader(store, config, plan, splitter=splitter)
-            _watch(store, plan, leader.run)
+            body = Leader(store, config, plan, splitter=splitter).run
+        check = partial(crew.check, partial(_live_ids, store))
+        why = watch(store, plan, body, stop, check, live=live)
+        if why is not None:
+            confirmed(store)  # workers that found the store lost: the run says that instead
+            raise fail(why, NO_WORKER_LEFT)
     finally:
-        stop_all(procs)
+        crew.stop_all()
+
+
+def _live_ids(store: Store, team: str) -> set[str]:
+    return {m.member_id for m in store.members(team)}
+
+
+def _say(line: str) -> None:
+    err.print(safe_text(line), soft_wrap=True)
 
 
 def _prefix(plan: Plan, each: Plan) -> str:
@@ -260,10 +367,12 @@ def team_worker_args(
     *,
     model: str | None = None,
     allow: Collection[str] = (),
+    concurrency: int = 1,
 ) -> list[str]:
     """``tenure worker`` options for one team of a (possibly nested) plan; sub-leaders
     get the ``model`` that plans goal-only nested teams (else they read TENURE_MODEL)
-    and the operator's ``--allow-model`` for what that model writes.
+    and the operator's ``--allow-model`` for what that model writes. Workers get
+    ``--concurrency``; sub-leaders do not (each leads one nested team at a time).
     A goal-only team's workers get no capability: its tasks are not written yet. The
     store URL is not among them: a worker gets it in TENURE_STORE (see ``spawn``)."""
     args = ["--team", plan.team, "--exec", executor]
@@ -282,48 +391,26 @@ def team_worker_args(
             args += ["--model", model]
         for each in sorted(allow):
             args += ["--allow-model", each]
+    elif concurrency > 1:
+        args += ["--concurrency", str(concurrency)]
     return args
+
+
+def _produce(
+    store: Store, plan: Plan, credentials: Credentials | None, stop: threading.Event
+) -> str:
+    """A queue run: its tasks enqueued, then waited for; traced as one run, which each
+    envelope carries to the worker that takes it."""
+    with observe.run(plan.team, mode="queue") as span:
+        enqueue_plan(store, plan, credentials=credentials)
+        outcome = _wait_settled(store, plan, stop)
+        span.set("tenure.outcome", outcome)
+    return outcome
 
 
 def _wait_settled(store: Store, plan: Plan, stop: threading.Event) -> str:
     while not stop.is_set():
         if all(t.state not in ("queued", "running", "review") for t in store.tasks(plan.team)):
-            return "finished"
+            return "settled"
         stop.wait(0.05)
     return "stopped"
-
-
-def _watch(store: Store, plan: Plan, body: object) -> None:
-    """Run ``body(stop)`` in a thread while a live table shows the register."""
-    stop = threading.Event()
-    worker = threading.Thread(target=body, args=(stop,), daemon=True)  # type: ignore[arg-type]
-    worker.start()
-    try:
-        with Live(_view(store, plan), console=out, refresh_per_second=4, transient=False) as live:
-            while worker.is_alive():
-                worker.join(timeout=0.25)
-                live.update(_view(store, plan))
-    except KeyboardInterrupt:
-        stop.set()
-        worker.join(timeout=10)
-        raise
-
-
-def _view(store: Store, plan: Plan) -> RenderableType:
-    """The team's table; a nested plan's tree of teams above it."""
-    teams = [each.team for each in team_tree(plan)]
-    if len(teams) == 1:
-        return team_table(store, plan.team)
-    return Group(team_tree_table(store, teams), team_table(store, plan.team))
-
-
-def _summary(store: Store, plan: Plan, elapsed: float) -> int:
-    states = Counter(t.state for t in store.tasks(plan.team))
-    parts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    out.print()
-    out.print(f"[bold]{safe_text(plan.team)}[/]: {parts} in {elapsed:.1f}s")
-    waiting = states["blocked"] + states["failed"]
-    if waiting:
-        out.print(f"{waiting} task(s) need a person: see [bold]tenure inbox[/]")
-        return 3
-    return 0

@@ -1,22 +1,28 @@
-"""Read-only views of a store: ``tenure status`` and ``tenure log``."""
+"""``tenure status``: the tree of teams, then each team's leader, epoch, members and
+register (``--json``: the same as data)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tenure.console.app import StoreOption, app, out, store_url
-from tenure.console.safe import plain, safe_text
+from tenure.console import jsonout, params
+from tenure.console.app import StoreOption, app, out
+from tenure.console.jsonout import JsonOption
+from tenure.console.safe import safe_text
+from tenure.console.stores import existing, require_team
+from tenure.console.team_data import team_data
 from tenure.console.tree import subtree, team_tree_table
+from tenure.protocol.clip import clip
+from tenure.protocol.secrets import redact_url
+from tenure.protocol.words import counted
 from tenure.roles.register import Task
 from tenure.roles.register import spend as budget
+from tenure.roles.register.revision import latest_revision
 from tenure.roles.teams import reading
-from tenure.store import Store, open_store
+from tenure.store import Member, Store
 
 _STATE_ORDER = {
     "blocked": 0,
@@ -26,6 +32,7 @@ _STATE_ORDER = {
     "queued": 4,
     "cancelled": 5,
     "done": 6,
+    "tampered": 0,
 }
 _STATE_STYLE = {
     "blocked": "bold red",
@@ -35,8 +42,13 @@ _STATE_STYLE = {
     "queued": "white",
     "cancelled": "dim",
     "done": "green",
+    "tampered": "bold red",
 }
 
+
+REASON_CHARS = 100
+"""A reason in the register table: cut at a word boundary past this many characters
+(``tenure status --json`` and ``tenure decisions`` give it whole)."""
 
 def age(seconds: float) -> str:
     seconds = max(0.0, seconds)
@@ -49,17 +61,27 @@ def age(seconds: float) -> str:
 
 def sorted_tasks(tasks: list[Task]) -> list[Task]:
     """Blocked first, then by state, oldest first within a state."""
-    return sorted(tasks, key=lambda t: (_STATE_ORDER.get(t.state, 9), t.updated_at))
+    return sorted(
+        tasks, key=lambda t: (_STATE_ORDER.get(reading.state_of(t), 9), t.updated_at)
+    )
+
+
+def _member(member: Member) -> str:
+    """A live member as ``status`` lists it; one with several slots says how many are free."""
+    name = safe_text(member.member_id)
+    if member.slots == 1:
+        return name
+    return f"{name} ({member.free_slots} of {member.slots} slots free)"
 
 
 def team_table(store: Store, team: str) -> Table:
     now = store.now()
     lease = store.current_lease(team)
-    leader = f"{safe_text(lease.holder)} (epoch {lease.epoch})" if lease else "vacant"
-    members = ", ".join(safe_text(m.member_id) for m in store.members(team)) or "none"
+    leader = safe_text(lease.holder) if lease else "vacant"
+    members = ", ".join(_member(m) for m in store.members(team)) or "none"
     table = Table(
         title=f"team [bold]{safe_text(team)}[/] — leader {leader} — "
-        f"epoch {store.current_epoch(team)}",
+        f"epoch {lease.epoch if lease else store.current_epoch(team)}",
         caption=f"live members: {members}",
         title_justify="left",
         caption_justify="left",
@@ -72,25 +94,50 @@ def team_table(store: Store, team: str) -> Table:
         table.add_column(column, overflow="fold", no_wrap=column == "task")
     states: dict[str, str] = {t.task_id: t.state for t in tasks}
     for task in sorted_tasks(tasks):
-        style = _STATE_STYLE.get(task.state, "")
+        state = reading.state_of(task)
+        style = _STATE_STYLE.get(state, "")
         table.add_row(
             safe_text(task.task_id),
-            f"[{style}]{safe_text(task.state)}[/]",
+            f"[{style}]{safe_text(state)}[/]",
             str(task.attempt),
             safe_text(task.assignee or "-"),
             age(now - task.updated_at),
             *((str(budget.task_totals(task)),) * spent),
-            safe_text(_reason(task, states)[:80]),
+            safe_text(clip(_reason(task, states), REASON_CHARS)),
         )
     if spent or any(t.spec.team_budget or t.spec.planning_spend for t in tasks):
         table.caption = f"live members: {members}\n{spend_line(tasks, now)}"
+    changelog = plan_line(store, team, now)
+    if changelog:
+        table.caption = f"{table.caption}\n{changelog}"
     return table
+
+
+def plan_line(store: Store, team: str, now: float) -> str:
+    """The plan's revision and its last change (who, when, why, what), if it was replanned."""
+    latest = latest_revision(store, team)
+    if latest is None or latest.revision == 1:
+        return ""
+    if latest.mode == "fresh":
+        return safe_text(
+            f"plan revision {latest.revision}: started over {age(now - latest.at)} ago by "
+            f"{latest.by}"
+        )
+    what = (
+        f"{len(latest.added)} added, {len(latest.dropped)} dropped, {len(latest.changed)} changed"
+    )
+    why = f": {latest.reason}" if latest.reason else ""
+    return safe_text(
+        f"plan revision {latest.revision}, replanned {age(now - latest.at)} ago by "
+        f"{latest.by} ({what}){why}"
+    )
 
 
 def spend_line(tasks: list[Task], now: float) -> str:
     """The team's model spend (planning included) against its budget, if it has one."""
     totals = budget.team_totals(tasks)
-    line = f"spend: {totals.tokens} tokens, ${totals.cost_usd:.4f} in {totals.calls} call(s)"
+    calls = counted(totals.calls, "call")
+    line = f"spend: {counted(totals.tokens, 'token')}, ${totals.cost_usd:.4f} in {calls}"
     if totals.unpriced:
         line += f" ({totals.unpriced} unpriced, counted as $0)"
     limits = next((t.spec.team_budget for t in tasks if t.spec.team_budget), None)
@@ -106,13 +153,20 @@ def spend_line(tasks: list[Task], now: float) -> str:
     return line
 
 
+def reasons(store: Store, team: str) -> dict[str, str]:
+    """Why each task of ``team`` is where it is, as ``status`` shows it."""
+    tasks = reading.tasks(store, team)
+    states: dict[str, str] = {t.task_id: t.state for t in tasks}
+    return {t.task_id: _reason(t, states) for t in tasks}
+
+
 def _reason(task: Task, states: dict[str, str]) -> str:
     """Why a task is where it is; a queued task names the dependencies it waits for."""
+    if task.tamper is not None:
+        return f"{task.problem} (claimed by {task.tamper.claimed})"
     if task.state == "queued" and not task.assignee:
         waiting = [
-            f"{d} ({states.get(d, '?')})"
-            for d in task.spec.depends_on
-            if states.get(d) != "done"
+            f"{d} ({states.get(d, '?')})" for d in task.spec.depends_on if states.get(d) != "done"
         ]
         if waiting:
             return "waits for " + ", ".join(waiting)
@@ -123,45 +177,30 @@ def _reason(task: Task, states: dict[str, str]) -> str:
 def status(
     store: StoreOption = None,
     team: Annotated[
-        str | None, typer.Option("--team", "-t", help="Only this team and the teams nested in it.")
+        str | None,
+        typer.Option(
+            "--team", "-t", help="Only this team and the teams nested in it.", callback=params.team
+        ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Show the tree of teams, then each team's leader, epoch, members and task register.
 
     Example: `tenure status --store sqlite:///.tenure/state.db --team acme/research`
     """
-    with open_store(store_url(store)) as opened:
+    with existing(store) as opened:
+        require_team(opened, team)
         teams = subtree(opened.teams(), team)
+        if as_json:
+            jsonout.emit(
+                "status",
+                store=redact_url(opened.url),
+                teams=[team_data(opened, name, reasons(opened, name)) for name in teams],
+            )
+            return
         if not teams:
             out.print("no teams in this store yet; start one with [bold]tenure run PLAN[/]")
         if len(teams) > 1:
             out.print(team_tree_table(opened, teams))
         for name in teams:
             out.print(team_table(opened, name))
-
-
-@app.command()
-def log(
-    store: StoreOption = None,
-    team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team.")] = None,
-    after: Annotated[int, typer.Option(help="Only events after this sequence number.")] = 0,
-    limit: Annotated[int, typer.Option(help="At most this many events.")] = 200,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-) -> None:
-    """Print the event log, oldest first.
-
-    Example: `tenure log --team demo --limit 50`
-    """
-    with open_store(store_url(store)) as opened:
-        for event in opened.events(team, after=after, limit=limit):
-            if as_json:
-                out.print(plain(json.dumps(asdict(event))), soft_wrap=True, markup=False)
-                continue
-            when = datetime.fromtimestamp(event.at, UTC).strftime("%H:%M:%S.%f")[:-3]
-            epoch = f"e{event.epoch}" if event.epoch is not None else "  "
-            details = " ".join(f"{k}={v}" for k, v in event.data.items())
-            out.print(
-                f"{event.seq:>6} {when} [dim]{safe_text(event.team)}[/] {epoch:>4} "
-                f"[bold]{safe_text(event.kind)}[/] {safe_text(details)}",
-                soft_wrap=True,
-            )
