@@ -10,8 +10,11 @@ import importlib.util
 import itertools
 import os
 import random
+import shutil
 import signal
+import socket
 import sqlite3
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +28,8 @@ from tenure.store.url import sqlite_path
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 BACKENDS = ["sqlite", "redis"]
+LEASE_TOKEN = "the-tests-own-lease-token"
+"""The holder token tests claim leases with when no other process must be kept out."""
 
 # Importing readline (done while pytest starts) puts COLUMNS=80 and LINES=24 into the
 # process's C environment, where os.environ does not see them but every child process
@@ -70,17 +75,22 @@ def redis_or_skip() -> str:
     return f"{REDIS_URL}{separator}prefix={SESSION_PREFIX}-{next(_next_prefix)}"
 
 
-def wipe_redis(url: str) -> int:
+def wipe_redis(url: str, *, keep_identity: bool = False) -> int:
     """Delete every key of the store at ``url`` (its prefix only): the store is lost,
-    as after a restart of a Redis that keeps nothing on disk. Returns the keys deleted."""
+    as after a restart of a Redis that keeps nothing on disk, and its members stop.
+    ``keep_identity`` keeps the store's identity token: the state is gone but the
+    members take it for their store, as after a failover to a replica that had
+    received nothing yet. Returns the keys deleted."""
     import redis
 
-    from tenure.store.redis.connection import parse_url
+    from tenure.store.redis.connection import Keys, parse_url
 
     target = parse_url(url)
     client = redis.Redis.from_url(target.client_url)
+    kept = Keys(target.prefix).identity if keep_identity else None
     try:
-        keys = list(client.scan_iter(match=f"{target.prefix}:*", count=1000))
+        found = client.scan_iter(match=f"{target.prefix}:*", count=1000)
+        keys = [key for key in found if key.decode() != kept]
         for start in range(0, len(keys), 500):
             client.delete(*keys[start : start + 500])
         return len(keys)
@@ -172,3 +182,62 @@ def store(store_url: str) -> Iterator[Store]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'state.db'}"
+
+
+class PrivateRedis:
+    """A redis-server of this test's own (nothing saved to disk), to pause and resume:
+    the shared server other tests use is never stopped."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], port: int) -> None:
+        self.popen = popen
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0?socket_timeout=1&prefix=private"
+
+    def pause(self) -> None:
+        os.kill(self.popen.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.popen.pid, signal.SIGCONT)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """Start ``redis-server`` on a free port; skip (fail in CI) when it is not installed."""
+    binary = shutil.which("redis-server")
+    if binary is None or importlib.util.find_spec("redis") is None:
+        message = "redis-server (and the redis client) are needed for a private Redis to pause"
+        if CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    import redis
+
+    port = _free_port()
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    popen = subprocess.Popen(
+        [*args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    server = PrivateRedis(popen, port)
+    client = redis.Redis(port=port, socket_timeout=1)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline or popen.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield server
+    finally:
+        client.close()
+        if popen.poll() is None:
+            os.kill(popen.pid, signal.SIGCONT)
+            popen.terminate()
+            popen.wait(timeout=10)

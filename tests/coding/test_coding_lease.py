@@ -73,11 +73,16 @@ def test_a_second_leader_is_refused_then_a_killed_ones_lease_is_taken_at_once(
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the leader dies holding its lease
         first.wait()
-    # the dead holder (same host, no such process) cannot renew: its lease is released
+    # the dead holder (same host, no such process) cannot renew: its lease is taken over
+    # (seized: only the dead process knew the token that would release it)
     resumed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "(epoch 2)" in resumed.stdout
     assert rows(repo)["t1"]["attempt"] == 2
+    with open_store(f"sqlite:///{repo / '.tenure' / 'state.db'}") as store:
+        [seized] = [e for e in store.events("code/r1") if e.data.get("over_epoch") == 1]
+    assert (seized.kind, seized.epoch) == ("lease.claimed", 2)
+    assert str(seized.data["over_holder"]).endswith(f":{first.pid}")
 
 
 def test_a_paused_leader_writes_nothing_after_its_lease_expired(repo: Path, tmp_path: Path) -> None:

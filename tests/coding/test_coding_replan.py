@@ -14,6 +14,7 @@ import yaml
 from tenure.executors.agent_cli import AgentCLI
 from tenure.roles.coding import CodingConfig, CodingLeader, CodingOutcome
 from tenure.roles.coding.replan import ReplanRequest, live_leader
+from tenure.store import open_store
 
 from .conftest import fix_task, make_plan, sh
 
@@ -121,10 +122,14 @@ def test_live_replan_lets_running_attempts_finish(repo: Path, agent: Agent) -> N
     thread.join(60)
     assert box and box[0].done, box
     rows = status(repo)
-    assert rows["t1"]["state"] == "merged"  # finished, kept although not in the new plan
+    assert rows["t1"]["state"] == "dropped"  # it finished, but the new plan dropped it
+    assert "return 1" not in sh(repo, "show", "tenure/r1/integration:m1.py")  # never merged
     assert rows["t2"]["state"] == "dropped" and rows["t2"]["attempt"] == 0
     assert rows["t3"]["state"] == "merged"
-    assert "t1: kept (merged), not in the new plan" in plan_md(repo)
+    assert "t1: dropped" in plan_md(repo)
+    with open_store(f"sqlite:///{repo / '.tenure/state.db'}") as store:
+        updates = [e for e in store.events("code/r1") if e.kind == "plan.update"]
+    assert updates and updates[-1].data["dropped"] == ["t1", "t2"]
 
 
 def test_stopping_the_leader_ends_its_agents_and_the_run_resumes(repo: Path, agent: Agent) -> None:
@@ -144,3 +149,22 @@ def test_stopping_the_leader_ends_its_agents_and_the_run_resumes(repo: Path, age
     assert "stopped" in box[0].reason and status(repo)["t1"]["state"] == "running"
     outcome = leader(repo, [fix_task(1)], cli).run()
     assert outcome.done and status(repo)["t1"]["attempt"] == 2
+
+
+def test_live_replan_a_running_task_it_changes_is_not_merged_under_its_old_definition(
+    repo: Path, agent: Agent
+) -> None:
+    cli = agent({"t1": {"file": "m1.py", "modes": ["sleep", "fix"], "seconds": 1.5}})
+    lead = leader(repo, [fix_task(1)], cli, workers=1)
+    thread, box = in_thread(lead)
+    log = repo / ".tenure/attempts/r1/t1-1/agent.log"
+    wait_for(lambda: log.exists() and "mode sleep" in log.read_text())
+    changed = fix_task(1, goal="make m1.value() return 1, and say so in a comment")
+    ReplanRequest(make_plan([changed]), False, "a clearer goal").write(repo / ".tenure/attempts/r1")
+    thread.join(60)
+    assert box and box[0].done, box
+    rows = status(repo)
+    assert rows["t1"]["state"] == "merged" and rows["t1"]["attempt"] == 2  # the new definition
+    assert "say so in a comment" in sh(repo, "show", "tenure/r1/integration:.tenure/runs/r1/tasks/t1.md")
+    merged = sh(repo, "log", "--format=%s", "tenure/r1/integration")
+    assert "t1 merged" in merged and merged.count("t1 merged") == 1

@@ -90,6 +90,9 @@ def test_third_failure_goes_to_the_operator_and_blocks_dependents(repo: Path, ag
     outcome = run(repo, [fix_task(1), fix_task(2, depends_on=["t1"])], cli)
     assert not outcome.done
     assert outcome.states == {"t1": "needs-operator", "t2": "blocked"}
+    result = outcome.result  # the register's view, as Team.run() gives it
+    assert (result.outcome, result.blocked, result.open, result.done) == ("blocked", 1, 1, 0)
+    assert result.tasks["t1"].attempts == 3 and "3 attempts failed" in result.tasks["t1"].reason
     inbox = at(repo, "tenure/r1/integration", ".tenure/runs/r1/inbox.md")
     assert "t1" in inbox and "3 attempts failed" in inbox
     for n in (1, 2, 3):

@@ -72,9 +72,21 @@ def test_what_an_agent_echoes_lands_neither_in_git_nor_in_the_store(
 NASTY = "\x1b[31mRED\x1b]8;;http://evil.example\x1b\\x\x1b]8;;\x1b\\ [bold red]LOUD[/] a\rb"
 
 
-def test_tenure_code_prints_the_store_url_redacted_and_agent_text_escaped(
-    repo: Path, tmp_path: Path
-) -> None:
+def test_tenure_code_prints_a_refused_store_url_redacted(repo: Path, tmp_path: Path) -> None:
+    """A SQLite URL takes no options: one carrying a password is refused, and the line
+    saying so does not show it."""
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"team": "code", "tasks": [fix_task(1)]}))
+    env = {k: v for k, v in os.environ.items() if k != "TENURE_STORE"}
+    env.update(TENURE_STORE=f"sqlite:///{tmp_path / 'run.db'}?password=pw-in-the-url-77")
+    argv = [sys.executable, "-m", "tenure", "code", str(tmp_path / "plan.yaml"), "--repo", str(repo)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output
+    assert "pw-in-the-url-77" not in output and "password=***" in output
+    assert "Traceback" not in output and not (tmp_path / "run.db").exists()
+
+
+def test_tenure_code_escapes_agent_text(repo: Path, tmp_path: Path) -> None:
     fixer = tmp_path / "fixer.py"
     fixer.write_text(
         'from pathlib import Path\nPath("m1.py").write_text("def value():\\n    return 1\\n")\n'
@@ -88,7 +100,7 @@ def test_tenure_code_prints_the_store_url_redacted_and_agent_text_escaped(
     )
     plan = {"team": "code", "tasks": [fix_task(1, checks=[{"kind": "command", "run": check}])]}
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    url = f"sqlite:///{tmp_path / 'run.db'}?password=pw-in-the-url-77"
+    url = f"sqlite:///{tmp_path / 'run.db'}"
     env = {k: v for k, v in os.environ.items() if k != "TENURE_STORE"}
     env.update(COLUMNS="250", NO_COLOR="1", TERM="dumb", TENURE_STORE=url)
     proc = subprocess.run(
@@ -112,7 +124,6 @@ def test_tenure_code_prints_the_store_url_redacted_and_agent_text_escaped(
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
-    assert "pw-in-the-url-77" not in output and "password=***" in output
     assert "integration checks failed" in output
     assert "\x1b" not in output and "\r" not in output, json.dumps(output)
     assert "\\x1b[31mRED" in output and "[bold red]LOUD" in output

@@ -85,6 +85,7 @@ class Member:
     popen: subprocess.Popen[bytes]
     log: Path
     stopped: bool = False
+    may_fail: bool = False  # refused at start by design: its exit is the evidence
 
     @property
     def pid(self) -> int:
@@ -174,7 +175,7 @@ class Team:
             str(self.plan_path),
             "--store",
             self.url,
-            "--id",
+            "--member",
             name,
             "--priority",
             str(priority),
@@ -190,18 +191,26 @@ class Team:
         return self._spawn(name, "leader", args, {})
 
     def worker(
-        self, name: str, *flags: str, sleep: str = "0.2-0.6", retry_sleep: str | None = None
+        self,
+        name: str,
+        *flags: str,
+        sleep: str = "0.2-0.6",
+        retry_sleep: str | None = None,
+        member_id: str | None = None,
+        executor: str = "python:ledger_agent:run",
+        may_fail: bool = False,
     ) -> Member:
+        """A worker process called ``name`` (its ``--id`` too, unless ``member_id``)."""
         args = [
             "worker",
             "--store",
             self.url,
             "--team",
             self.name,
-            "--id",
-            name,
+            "--member",
+            member_id or name,
             "--exec",
-            "python:ledger_agent:run",
+            executor,
             "--member-ttl",
             str(WORKER_TTL),
             "--state-dir",
@@ -210,14 +219,56 @@ class Team:
             str(self.keys),
             *flags,
         ]
-        init_team(self.keys, self.name, [name])
+        init_team(self.keys, self.name, [member_id or name])
         env = {
             LEDGER_ENV: str(self.ledger_path),
             STARTED_ENV: str(self.started_path),
             SLEEP_ENV: sleep,
             RETRY_SLEEP_ENV: retry_sleep or sleep,
         }
-        return self._spawn(name, "worker", args, env)
+        member = self._spawn(name, "worker", args, env)
+        member.may_fail = may_fail
+        return member
+
+    def run(
+        self, *flags: str, name: str = "run", workers: int = 3, sleep: str = "0.2-0.6"
+    ) -> Member:
+        """``tenure run PLAN`` with ``workers`` worker processes of the ledger executor;
+        its own output (the live table, its stderr lines) in ``<name>.log``, its members'
+        under ``state/<name>/logs``."""
+        args = [
+            "run",
+            str(self.plan_path),
+            "--store",
+            self.url,
+            "--workers",
+            str(workers),
+            "--exec",
+            "python:ledger_agent:run",
+            "--ttl",
+            str(LEADER_TTL),
+            "--state-dir",
+            str(self.dir / "state" / name),
+            "--keys",
+            str(self.keys),
+            *flags,
+        ]
+        env = {
+            LEDGER_ENV: str(self.ledger_path),
+            STARTED_ENV: str(self.started_path),
+            SLEEP_ENV: sleep,
+            RETRY_SLEEP_ENV: sleep,
+            "COLUMNS": "200",
+        }
+        return self._spawn(name, "run", args, env)
+
+    def member_logs(self, name: str = "run") -> dict[str, str]:
+        """The logs of the members a ``tenure run`` called ``name`` started, by member."""
+        folder = self.dir / "state" / name / "logs"
+        return {
+            path.stem: path.read_text(encoding="utf-8", errors="replace")
+            for path in sorted(folder.rglob("*.log"))
+        }
 
     def signal(self, name: str, sig: signal.Signals) -> float:
         """Send ``sig`` to one member; returns the wall-clock time it was sent."""
@@ -332,7 +383,7 @@ class Team:
     def _fail_if_a_member_crashed(self, what: str) -> None:
         for member in self.members.values():
             code = member.popen.poll()
-            if code not in (None, 0, -signal.SIGKILL):
+            if code not in (None, 0, -signal.SIGKILL) and not member.may_fail:
                 raise AssertionError(f"{member.name} exited with {code} while waiting for {what}")
 
     # --- evidence ---------------------------------------------------------------------
@@ -470,13 +521,13 @@ def assert_effects_claimed_at_current_epoch(events: list[Event], ledger: Ledger)
 
 
 def assert_finish_announced_by_current_leader(events: list[Event]) -> None:
-    """``leader.plan_finished`` comes only from the holder of the newest epoch, at that epoch:
+    """``leader.plan_settled`` comes only from the holder of the newest epoch, at that epoch:
     a leader that wakes from a pause to a plan its successor finished must not claim it."""
     holders: dict[int, str] = {}
     for e, current in epoch_timeline(events):
         if e.kind == "lease.claimed" and e.epoch is not None:
             holders[e.epoch] = str(e.data.get("holder"))
-        elif e.kind == "leader.plan_finished":
+        elif e.kind == "leader.plan_settled":
             who = e.data.get("leader")
             assert e.epoch == current and holders.get(current) == who, (
                 f"seq {e.seq}: {who} announced the finish at epoch {e.epoch}, "
@@ -488,3 +539,28 @@ def of_kind(events: Iterable[Event], kind: str, **data: Any) -> list[Event]:
     return [
         e for e in events if e.kind == kind and all(e.data.get(k) == v for k, v in data.items())
     ]
+
+
+# --- processes, read from /proc --------------------------------------------------------
+
+
+def children_of(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (read from /proc: no psutil)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended while we looked
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"

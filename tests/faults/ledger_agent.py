@@ -86,7 +86,7 @@ def run(envelope: TaskEnvelope, ctx: TaskContext) -> dict[str, Any]:
     }
     started = os.environ.get(STARTED_ENV)
     if started:
-        _append(started, {**who, "time": time.time()})
+        _append(started, {**who, "goal": envelope.goal, "time": time.time()})
     time.sleep(_sleep_seconds(envelope.attempt))
 
     def write_ledger() -> dict[str, Any]:

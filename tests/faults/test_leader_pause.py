@@ -26,7 +26,7 @@ def test_paused_leader_is_not_obeyed_after_resuming(team: Team, wake: str) -> No
     assert second.data.get("leader") == "L2" and failover <= bound, (second, failover, bound)
     granted = team.grant_of(second)
     if wake == "after-finish":  # L2 finishes the plan and leaves while L1 sleeps
-        team.wait_event("leader.plan_finished", 60, lambda e: e.data.get("leader") == "L2")
+        team.wait_event("leader.plan_settled", 60, lambda e: e.data.get("leader") == "L2")
     time.sleep(max(0.0, paused_at + LEADER_TTL + 0.5 - time.time()))  # well past L1's TTL
     resumed_at = team.signal("L1", signal.SIGCONT)
 

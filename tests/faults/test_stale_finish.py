@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.coord import LeaseKeeper, LeaseTiming
 from tenure.protocol import Plan, PlanTask
 from tenure.roles import Leader, LeaderConfig
@@ -41,15 +42,15 @@ def test_leader_paused_mid_tick_does_not_announce_the_finish(
     def renew(self: LeaseKeeper) -> bool:  # a paused process renews nothing either
         return False if paused.is_set() else real_renew(self)
 
-    def tick_then_pause(self: Conductor) -> bool:
-        busy = real_tick(self)  # passed its own deadline check at the start
+    def tick_then_pause(self: Conductor, wait: float = 0.0) -> bool:
+        busy = real_tick(self, wait=wait)  # passed its own deadline check at the start
         if self.me == "L1" and not busy:  # paused here, past the TTL
             paused.set()
             time.sleep(TTL * 1.5)
-            epoch = store.claim_lease(team, "L2", 30.0).epoch  # the successor
+            epoch = store.claim_lease(team, "L2", 30.0, token=LEASE_TOKEN).epoch  # the successor
             for before, after in (("queued", "running"), ("running", "review"), ("review", "done")):
                 store.transition(team, "t1", epoch=epoch, expect=[before], to=after)
-            store.append_event(team, "leader.plan_finished", {"leader": "L2"}, epoch=epoch)
+            store.append_event(team, "leader.plan_settled", {"leader": "L2"}, epoch=epoch)
             monkeypatch.setattr(Conductor, "tick", real_tick)
             paused.clear()
         return busy
@@ -68,5 +69,5 @@ def test_leader_paused_mid_tick_does_not_announce_the_finish(
     finally:
         stop.set()
         runner.join(timeout=10)
-    finished = of_kind(store.events(team), "leader.plan_finished", leader="L1")
+    finished = of_kind(store.events(team), "leader.plan_settled", leader="L1")
     assert [e.epoch for e in finished if e.epoch == 1] == [], "L1 announced at its stale epoch"

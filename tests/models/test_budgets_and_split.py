@@ -41,7 +41,7 @@ def run(store: Store, plan: dict[str, Any], executor: Any, tmp_path: Path, **kw:
         workdir=tmp_path,
         **kw,
     )
-    assert team.run(timeout=20) == "finished"
+    assert team.run(timeout=20) == "settled"
 
 
 def tasks(store: Store) -> dict[str, TaskRecord]:

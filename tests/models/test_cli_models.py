@@ -3,6 +3,7 @@ and nothing started. And ``tenure plan`` against the local wire-format server.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -169,7 +170,7 @@ def test_tenure_plan_writes_a_validated_plan(cwd: Path, wire: ServerFactory) -> 
         **{guard.ENV_ALLOW: server.base},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "planned 1 task(s) in 3 call(s)" in proc.stdout
+    assert "planned 1 task in 3 calls," in proc.stdout
     plan = load_plan(cwd / "plan.yaml")
     assert (plan.team, [t.id for t in plan.tasks]) == ("hello", ["greet"])
     assert plan.planning_spend is not None and plan.planning_spend.calls == 3
@@ -177,6 +178,27 @@ def test_tenure_plan_writes_a_validated_plan(cwd: Path, wire: ServerFactory) -> 
         "'x.txt', which is not in the artifact list"
         in server.requests[2]["messages"][-1]["content"]
     )
+
+
+def test_plan_and_run_json_print_one_document_and_the_planning_on_stderr(
+    cwd: Path, wire: ServerFactory
+) -> None:
+    good = {"tasks": [{"id": "greet", "goal": "Say hello.", "input": {"notes": "notes.txt"}}]}
+    server = wire([answer(good), answer(good)])
+    model = ["--model", f"openai:planner@{server.openai_url}", "--team", "hello"]
+    planning = ["--goal", "Say hello.", "--artifact", "notes.txt", *model, "--json"]
+    env = {guard.ENV_ALLOW: server.base}
+    planned = tenure(cwd, "plan", *planning, **env)
+    assert planned.returncode == 0, planned.stderr
+    shown = json.loads(planned.stdout)  # the one line there
+    assert (shown["command"], shown["team"], shown["tasks"]) == ("plan", "hello", ["greet"])
+    assert shown["file"] == "plan.yaml" and shown["spend"]["calls"] == 1
+    assert "planned 1 task in 1 call" in planned.stderr
+    ran = tenure(cwd, "run", *planning, "--mode", "local", "--exec", "noop", **env)
+    assert ran.returncode == 0, ran.stderr
+    shown = json.loads(ran.stdout)
+    assert (shown["command"], shown["outcome"]) == ("run", "done")
+    assert "planned 1 task in 1 call" in ran.stderr and "the plan is in" in ran.stderr
 
 
 def test_tenure_plan_refuses_a_missing_artifact(

@@ -150,7 +150,7 @@ def test_tenure_run_plans_with_a_model_and_runs_llm_workers_over_the_anthropic_w
         env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "planned 6 task(s) in 1 call(s)" in proc.stdout
+    assert "planned 6 tasks in 1 call," in proc.stdout
     assert prices(tmp_path) == EXPECTED
     assert (tmp_path / ".tenure" / "plan-vendor-pricing.yaml").is_file()
     assert all(r["tool_choice"]["name"] == "answer" for r in server.requests)

@@ -255,7 +255,7 @@ def test_tenure_run_re_asks_after_paths_leading_out_then_runs_the_good_plan(
     server = wire([answer(ETC), answer(LINK), answer(GOOD)])
     proc = run_goal(server, workdir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "planned 2 task(s) in 3 call(s)" in proc.stdout
+    assert "planned 2 tasks in 3 calls," in proc.stdout
     reasons = [e["reason"] for e in team_events(workdir, "planner.rejected")]
     assert "'/etc' is absolute" in reasons[0] and "'vendors/leak.txt' leads outside" in reasons[1]
     nothing_ran(workdir.parents[2])
@@ -317,7 +317,7 @@ def run_split(store: Store, workdir: Path, splitter: Splitter) -> None:
         workdir=workdir,
         splitter=splitter,
     )
-    assert team.run(timeout=20) == "finished"
+    assert team.run(timeout=20) == "settled"
 
 
 @pytest.fixture
@@ -400,7 +400,7 @@ def test_a_sub_leaders_nested_plan_with_a_command_is_refused_and_nothing_runs(
 
     server = wire([answer(COMMAND), answer(EXECUTOR), answer(LINK)])
     executor = Recording()
-    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "finished"
+    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "settled"
     pricing = store.get_task(PARENT, "pricing")
     assert pricing.state == "blocked"
     assert "the planner gave no valid plan in 3 tries" in (pricing.reason or "")
@@ -419,7 +419,7 @@ def test_a_sub_leader_with_the_operators_allowance_runs_the_nested_plans_command
     server = wire([answer(ran)])
     said: list[str] = []
     planner = planner_on(server, allow={"commands"}, announce=said.append)
-    assert run_tree(store, workdir, goal_only_plan(), planner, Recording()) == "finished"
+    assert run_tree(store, workdir, goal_only_plan(), planner, Recording()) == "settled"
     assert store.get_task(PARENT, "pricing").state == "done"
     assert (workdir / "RAN").exists()  # run by the nested team's leader
     [used] = log_of(store, CHILD, "planner.allowed")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from ghost_member import ghost_takes_attempt
 from tenure.console.run_cmds import team_worker_args
 from tenure.executors import TaskContext, coerce_result
@@ -142,7 +143,7 @@ def run_tree(
         thread.start()
     timer.start()
     try:
-        return leader.run(leader_stop)
+        return leader.lead(leader_stop)
     finally:
         timer.cancel()
         stop.set()
@@ -160,7 +161,7 @@ def test_the_sub_leader_plans_a_goal_only_team_and_the_child_tasks_come_from_the
 ) -> None:
     server = wire([answer(GOOD)])
     executor = Recording()
-    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "finished"
+    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "settled"
     pricing = store.get_task(PARENT, "pricing")
     assert pricing.state == "done"
     artifact = (pricing.result or {})["artifact"]
@@ -195,7 +196,7 @@ def test_a_team_planned_by_an_earlier_sub_leader_is_adopted_without_asking_the_m
     assert store.tasks(CHILD) == []  # planned, never loaded
 
     executor = Recording()
-    assert run_tree(store, workdir, plan, planner_on(server), executor) == "finished"
+    assert run_tree(store, workdir, plan, planner_on(server), executor) == "settled"
     assert store.get_task(PARENT, "pricing").state == "done"
     assert len(server.requests) == 1  # adopted: no second planning
     assert sum(executor.calls.values()) == 3
@@ -207,7 +208,7 @@ def test_a_team_planned_by_an_earlier_sub_leader_is_adopted_without_asking_the_m
 def test_without_a_model_the_composite_attempt_fails_with_one_clear_line(
     store: Store, workdir: Path
 ) -> None:
-    assert run_tree(store, workdir, goal_only_plan(), None, Recording()) == "finished"
+    assert run_tree(store, workdir, goal_only_plan(), None, Recording()) == "settled"
     pricing = store.get_task(PARENT, "pricing")
     assert pricing.state == "blocked"  # out of attempts: in the inbox, with the reason
     [line] = (pricing.result or {})["notes"]["uncertain"]
@@ -222,7 +223,7 @@ def test_a_plan_the_model_keeps_getting_wrong_fails_the_attempt_with_the_reason(
 ) -> None:
     server = wire([answer(INVENTED)])
     executor = Recording()
-    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "finished"
+    assert run_tree(store, workdir, goal_only_plan(), planner_on(server), executor) == "settled"
     pricing = store.get_task(PARENT, "pricing")
     assert pricing.state == "blocked"  # out of attempts: in the inbox, with the reason
     [reason] = (pricing.result or {})["notes"]["uncertain"]
@@ -358,7 +359,7 @@ def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
         plan,
     )
     outcome: list[str] = []
-    runner = threading.Thread(target=lambda: outcome.append(leader.run(leader_stop)), daemon=True)
+    runner = threading.Thread(target=lambda: outcome.append(leader.lead(leader_stop)), daemon=True)
     for thread in [*threads, runner]:
         thread.start()
     try:
@@ -366,10 +367,10 @@ def test_a_stand_in_adopts_the_plan_of_the_sub_leader_it_replaces(
         child = child_plan(PARENT, spec)
         assert child is not None and spec.team is not None
         plan_once(store, "ghost", planner_on(server), child, spec.team, workdir)
-        store.claim_lease(CHILD, "ghost", ttl=1.0)
+        store.claim_lease(CHILD, "ghost", ttl=1.0, token=LEASE_TOKEN)
         # ... and the ghost dies before loading the plan: no heartbeats, no renewals
         runner.join(timeout=60)
-        assert outcome == ["finished"]
+        assert outcome == ["settled"]
     finally:
         leader_stop.set()
         stop.set()

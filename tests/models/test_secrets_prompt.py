@@ -108,7 +108,7 @@ def test_a_team_of_model_workers_sends_no_secret_from_its_plan(
     )
     executor = LLMExecutor(open_model(f"openai:w@{server.openai_url}", max_retries=0))
     with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
-        assert LocalTeam(store, plan, executor, workers=1, workdir=workdir).run() == "finished"
+        assert LocalTeam(store, plan, executor, workers=1, workdir=workdir).run() == "settled"
         kept = json.dumps([t.spec for t in store.tasks("secret-models")])
         events = json.dumps([e.data for e in store.events("secret-models")])
     assert server.requests and SECRET not in sent(server.requests)

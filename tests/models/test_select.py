@@ -103,6 +103,24 @@ def test_timeout_and_retries_come_from_the_environment(monkeypatch: pytest.Monke
         open_model("ollama:m")
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("TENURE_MODEL_RETRIES", "inf", "TENURE_MODEL_RETRIES='inf': a number from 0 to 20"),
+        ("TENURE_MODEL_RETRIES", "1e30", "TENURE_MODEL_RETRIES='1e30': a number from 0 to 20"),
+        ("TENURE_MODEL_TIMEOUT", "nan", "TENURE_MODEL_TIMEOUT='nan': a number from 0 to 3600"),
+        ("TENURE_MODEL_TIMEOUT", "-1", "TENURE_MODEL_TIMEOUT='-1': a number from 0 to 3600"),
+    ],
+)
+def test_a_timeout_or_retry_count_out_of_range_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as raised:
+        open_model("ollama:m")
+    assert str(raised.value) == says
+
+
 def test_a_missing_sdk_says_which_extra_to_install() -> None:
     with pytest.raises(ConfigError, match=r"pip install 'tenure\[nothing\]'"):
         import_sdk("tenure_no_such_sdk", "nothing")

@@ -67,7 +67,7 @@ def run(store: Store, tmp_path: Path, splitter: Any) -> None:
     timer = threading.Timer(20, stop.set)
     timer.start()
     try:
-        assert team.run(stop) == "finished"
+        assert team.run(stop) == "settled"
     finally:
         timer.cancel()
 

@@ -5,6 +5,7 @@ remembered; the answer is validated all the same. Real SDK, local wire server.""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +72,13 @@ def test_a_refused_json_schema_falls_back_once_to_json_object_and_says_so(
 ) -> None:
     done = {"status": "completed", "artifact": {"monthly_usd": 29}}
     server = wire(responder=llama_cpp(done))
-    model = open_model(f"llamacpp:local@{server.openai_url}", max_retries=0)
+    model = open_model(f"llamacpp:local@{server.openai_url}")  # the SDK's default retries
+    assert model.max_retries == 3  # type: ignore[attr-defined]
     events: list[tuple[str, dict[str, Any]]] = []
+    started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="tenure.models"):
         result = LLMExecutor(model).execute(envelope(), context(tmp_path, events))
+    assert time.monotonic() - started < 1.5  # no backoff between retries of a refused form
     assert result.status == "completed", result.notes
     assert result.artifact == {"monthly_usd": 29}
     assert forms(server.requests) == ["json_schema", "json_object"]  # one retry, not more
@@ -127,3 +131,41 @@ def test_a_rate_limit_is_not_taken_for_a_refused_form(wire: ServerFactory) -> No
         model.complete([ChatMessage("user", "price?")], json_schema=ROW)
     assert caught.value.kind == "rate_limit"
     assert forms(server.requests) == ["json_schema"]
+
+
+def _scripted(*replies: Reply) -> Any:
+    """The next reply for each ``json_schema`` request (the last repeats); an answer to
+    any other form, which none of these tests should send."""
+    left = list(replies)
+
+    def respond(provider: str, body: dict[str, Any]) -> Reply:
+        if (body.get("response_format") or {}).get("type") != "json_schema":
+            return error(418, "not asked for")
+        return left.pop(0) if len(left) > 1 else left[0]
+
+    return respond
+
+
+def test_a_busy_server_is_asked_again_with_the_retries_left_not_taken_for_a_refusal(
+    wire: ServerFactory,
+) -> None:
+    """A 429 on the first structured request is not a refusal: the request goes again,
+    with what is left of the model's retries (1 try + 3 retries in all)."""
+    server = wire(responder=_scripted(error(429), error(429), error(429), answer({"a": 1})))
+    model = open_model(f"llamacpp:busy@{server.openai_url}")
+    done = model.complete([ChatMessage("user", "price?")], json_schema=ROW)
+    assert done.text == '{"a": 1}' and done.fallback is None
+    assert forms(server.requests) == ["json_schema"] * 4
+
+
+def test_once_a_server_took_json_schema_a_500_is_retried_not_a_fallback(
+    wire: ServerFactory,
+) -> None:
+    """The first answer says the form is supported: later 500s are the server's trouble,
+    retried by the SDK as usual, and json_schema stays the form."""
+    server = wire(responder=_scripted(answer({"a": 1}), error(500), answer({"a": 2})))
+    model = open_model(f"llamacpp:flaky@{server.openai_url}")
+    model.complete([ChatMessage("user", "price?")], json_schema=ROW)
+    again = model.complete([ChatMessage("user", "price?")], json_schema=ROW)
+    assert again.text == '{"a": 2}' and again.fallback is None
+    assert forms(server.requests) == ["json_schema"] * 3

@@ -1,5 +1,6 @@
-"""A local HTTP server that speaks the OpenAI chat-completions and Anthropic messages
-wire formats, so the real SDKs are exercised end to end without a real provider.
+"""A local HTTP server that speaks the OpenAI chat-completions and responses and the
+Anthropic messages wire formats, so the real SDKs and agent CLIs are exercised end to
+end without a real provider.
 
 Each request takes the next scripted :class:`Reply` (the last one repeats), or asks
 ``responder(provider, request_json)`` for one. Replies cover what a provider does:
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-Kind = Literal["json", "text", "refusal", "status", "sleep", "cut", "cut_body"]
+Kind = Literal["json", "text", "refusal", "status", "sleep", "cut", "cut_body", "call"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,20 @@ def refusal(why: str = "I can't help with that.") -> Reply:
 
 def error(status: int, message: str = "scripted error") -> Reply:
     return Reply("status", message, status=status, headers={"retry-after-ms": "5"})
+
+
+def call(name: str, **arguments: Any) -> Reply:
+    """A tool call (Responses API: a ``function_call`` item; Anthropic: a ``tool_use``
+    block; Gemini: a ``functionCall`` part), as an agent CLI's model asks it to run a command; the client answers with
+    the output in its next request."""
+    return Reply("call", {"name": name, "arguments": arguments})
+
+
+def namespaced_call(namespace: str, name: str, **arguments: Any) -> Reply:
+    """A call of a tool the client offered inside a namespace (the Responses API's
+    ``{"type": "namespace", "tools": [...]}``, as codex offers an MCP server's tools):
+    the ``function_call`` item names its namespace too."""
+    return Reply("call", {"name": name, "arguments": arguments, "namespace": namespace})
 
 
 def slow(seconds: float, then: Any = None) -> Reply:
@@ -144,9 +159,15 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         self.wire.paths.append(self.path)
-        if self.path.endswith("/chat/completions"):
+        route = self.path.split("?", 1)[0]  # Claude Code asks /v1/messages?beta=true
+        if route.endswith("/chat/completions"):
             provider = "openai"
-        elif self.path.endswith("/messages"):
+        elif route.endswith("/responses"):
+            provider = "responses"
+        elif ":generateContent" in route or ":streamGenerateContent" in route:
+            provider = "gemini"  # Google's wire: the model is in the path
+            body = {**body, "model": route.rsplit("/", 1)[-1].split(":", 1)[0]}
+        elif route.endswith("/messages"):
             provider = "anthropic"
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -163,7 +184,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         prompt = sum(words(_content(m)) for m in body.get("messages", []))
         prompt += words(str(body.get("system", "")))
-        if body.get("stream"):
+        if "input" in body:  # the Responses API's conversation
+            prompt += words(json.dumps(body["input"]))
+        if provider == "responses":
+            self._responses(body, reply, prompt)
+        elif provider == "gemini":
+            self._gemini(route.endswith(":streamGenerateContent"), reply)
+        elif body.get("stream"):
             self._stream(provider, body, reply, prompt)
         else:
             payload = (
@@ -182,6 +209,63 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             self._send(200, payload)
+
+    def do_GET(self) -> None:
+        """Model lists and the like: an empty list, so a client that asks goes on."""
+        self.wire.paths.append(self.path)
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, {"object": "list", "data": [], "models": []})
+            return
+        self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def _gemini(self, streamed: bool, reply: Reply) -> None:
+        """Google's generateContent: one candidate with the text, streamed as SSE."""
+        content = _reply_text(reply)
+        part: dict[str, Any] = {"text": content}
+        if reply.kind == "call":
+            part = {"functionCall": {"name": reply.value["name"], "args": reply.value["arguments"]}}
+        whole = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [part]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 1,
+                "candidatesTokenCount": words(content),
+                "totalTokenCount": 1 + words(content),
+            },
+        }
+        if not streamed:
+            self._send(200, whole)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(_sse(whole).encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _responses(self, body: dict[str, Any], reply: Reply, prompt: int) -> None:
+        """The OpenAI Responses API: one assistant message, streamed when asked."""
+        whole = _response(body, reply, prompt)
+        if not body.get("stream"):
+            self._send(200, whole)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        events = _response_events(whole)
+        if reply.kind == "cut":
+            events = events[:1]
+        for event in events:
+            self.wfile.write(event.encode())
+            self.wfile.flush()
+        self.close_connection = True
 
     # --- responses ---------------------------------------------------------------------
 
@@ -234,10 +318,16 @@ def _reply_text(reply: Reply) -> str:
     return json.dumps(reply.value)
 
 
+def _tool_call(reply: Reply) -> dict[str, Any]:
+    arguments = json.dumps(reply.value["arguments"])
+    function = {"name": reply.value["name"], "arguments": arguments}
+    return {"id": "call_test", "type": "function", "function": function}
+
+
 def _openai(body: dict[str, Any], reply: Reply, prompt: int) -> dict[str, Any]:
     refused = reply.kind == "refusal"
-    content = None if refused else _reply_text(reply)
-    return {
+    content = None if refused or reply.kind == "call" else _reply_text(reply)
+    whole = {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": 0,
@@ -261,11 +351,20 @@ def _openai(body: dict[str, Any], reply: Reply, prompt: int) -> dict[str, Any]:
             **reply.usage,
         },
     }
+    if reply.kind == "call":
+        whole["choices"][0]["message"]["tool_calls"] = [_tool_call(reply)]
+        whole["choices"][0]["finish_reason"] = "tool_calls"
+    return whole
 
 
 def _anthropic_blocks(body: dict[str, Any], reply: Reply) -> tuple[list[dict[str, Any]], str]:
     if reply.kind == "refusal":
         return [{"type": "text", "text": str(reply.value)}], "refusal"
+    if reply.kind == "call":
+        # one id per call: a client answering two calls in one conversation keeps them apart
+        turn = len(body.get("messages") or [])
+        block = {"type": "tool_use", "id": f"toolu_call_{turn}", "name": reply.value["name"]}
+        return [{**block, "input": reply.value["arguments"]}], "tool_use"
     forced = (body.get("tool_choice") or {}).get("name")
     if forced and reply.kind != "text":
         return [
@@ -314,8 +413,12 @@ def _openai_events(body: dict[str, Any], reply: Reply, prompt: int) -> list[str]
     events = [chunk({"role": "assistant", "content": ""}, None)]
     if message["refusal"]:
         events.append(chunk({"refusal": message["refusal"]}, None))
-    events += [chunk({"content": piece}, None) for piece in pieces]
-    events.append(chunk({}, "stop"))
+    if message.get("tool_calls"):
+        calls = [{"index": 0, **message["tool_calls"][0]}]
+        events += [chunk({"tool_calls": calls}, None), chunk({}, "tool_calls")]
+    else:
+        events += [chunk({"content": piece}, None) for piece in pieces]
+        events.append(chunk({}, "stop"))
     events.append(
         _sse(
             {
@@ -374,3 +477,83 @@ def _anthropic_events(body: dict[str, Any], reply: Reply, prompt: int) -> list[s
     )
     events.append(_sse({"type": "message_stop"}, "message_stop"))
     return events
+
+
+def _response(body: dict[str, Any], reply: Reply, prompt: int) -> dict[str, Any]:
+    content = _reply_text(reply)
+    item: dict[str, Any] = {
+        "type": "message",
+        "id": "msg_test",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": content, "annotations": []}],
+    }
+    if reply.kind == "call":
+        item = {
+            "type": "function_call",
+            "id": "fc_test",
+            "call_id": f"call_{len(json.dumps(body.get('input', '')))}",
+            "name": reply.value["name"],
+            "arguments": json.dumps(reply.value["arguments"]),
+            "status": "completed",
+        }
+        if reply.value.get("namespace"):
+            item["namespace"] = reply.value["namespace"]
+    out = words(content)
+    return {
+        "id": "resp_test",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": body.get("model", ""),
+        "output": [item],
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": out,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + out,
+            **reply.usage,
+        },
+    }
+
+
+def _response_events(whole: dict[str, Any]) -> list[str]:
+    started = {**whole, "status": "in_progress", "output": []}
+    item = whole["output"][0]
+    if item["type"] == "function_call":
+        return [
+            _sse({"type": "response.created", "response": started}, "response.created"),
+            _sse(
+                {"type": "response.output_item.done", "output_index": 0, "item": item},
+                "response.output_item.done",
+            ),
+            _sse({"type": "response.completed", "response": whole}, "response.completed"),
+        ]
+    text_ = item["content"][0]["text"]
+    return [
+        _sse({"type": "response.created", "response": started}, "response.created"),
+        _sse(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "content": []},
+            },
+            "response.output_item.added",
+        ),
+        _sse(
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": 0,
+                "item_id": item["id"],
+                "delta": text_,
+            },
+            "response.output_text.delta",
+        ),
+        _sse(
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            "response.output_item.done",
+        ),
+        _sse({"type": "response.completed", "response": whole}, "response.completed"),
+    ]

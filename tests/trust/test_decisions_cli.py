@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tenure.console.cli import app
-from tenure.store import Store
+from tenure.store import Store, open_store
 
 from .harness import TEAM, Crew, Recording, plan_of
 from .test_policies import run_price_team
@@ -57,7 +57,7 @@ def test_decisions_without_a_task_lists_every_task_and_json_is_one_event_per_lin
     assert "self-report" in output and "command" in output
     code, output = invoke("decisions", "b", "--store", url, "--team", TEAM, "--json")
     assert code == 0, output
-    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
+    lines = json.loads(output)["decisions"]
     assert [(e["kind"], e["data"]["check"]) for e in lines] == [("verify.verdict", "command")]
 
 
@@ -73,6 +73,15 @@ def test_decisions_for_an_unknown_task_names_the_known_ones(store: Store, tmp_pa
 
 
 def test_decisions_on_an_empty_store_says_so(tmp_path: Path) -> None:
-    code, output = invoke("decisions", "--store", f"sqlite:///{tmp_path / 'empty.db'}")
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    open_store(url).close()
+    code, output = invoke("decisions", "--store", url)
     assert code == 0, output
     assert "no verdicts or tie-breaks" in output
+
+
+def test_decisions_without_a_store_says_so_and_creates_none(tmp_path: Path) -> None:
+    code, output = invoke("decisions", "--store", f"sqlite:///{tmp_path / 'absent.db'}")
+    assert code == 1
+    assert "no store at" in output
+    assert list(tmp_path.iterdir()) == []

@@ -60,7 +60,7 @@ def test_a_worker_claiming_tests_pass_is_rejected_until_the_command_passes(
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    assert team.run(timeout=20.0) == "finished"
+    assert team.run(timeout=20.0) == "settled"
 
     record = task(store, "fix-add")
     assert record.state == "done"
@@ -170,7 +170,7 @@ def test_the_ladder_runs_weakest_first_and_stops_at_the_first_failure(
     assert checks == [("schema", False)]
     assert judge.calls == [], "a stronger rung ran after a weaker one failed"
     assert not (tmp_path / "ran").exists()
-    assert task(store, "t").reason.startswith("gave up after 1 attempts: schema check failed")
+    assert task(store, "t").reason.startswith("gave up after 1 attempt: schema check failed")
 
 
 def test_every_verdict_is_an_event_with_its_input_by_reference(

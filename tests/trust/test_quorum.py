@@ -342,6 +342,6 @@ def test_a_local_team_of_threads_runs_a_quorum_end_to_end(store: Store, tmp_path
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    assert team.run(timeout=20.0) == "finished"
+    assert team.run(timeout=20.0) == "settled"
     assert task(store, "capital").state == "done"
     assert sorted(executor.workers_for("capital")) == ["worker-1", "worker-2", "worker-3"]

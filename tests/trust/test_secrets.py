@@ -348,7 +348,7 @@ def test_a_secret_a_worker_echoes_is_nowhere_in_the_store_the_cli_or_the_next_en
     executor = CommandExecutor([sys.executable, str(tmp_path / "agent.py")])
     with open_store(url) as store:
         outcome = LocalTeam(store, plan, executor, workers=2, state_dir=tmp_path / "st").run()
-        assert outcome == "finished"
+        assert outcome == "settled"
         states = {t.task_id: t.state for t in store.tasks("secrets")}
         assert states == {"echo": "done", "ask": "blocked"}
         kept = dump_sqlite(Path(url.removeprefix("sqlite:///"))) if backend == "sqlite" else ""

@@ -34,7 +34,17 @@ import pytest
 # The declaration: edit this, not the checks, when the architecture changes.
 # ---------------------------------------------------------------------------
 
-LAYERS = ["protocol", "store", "coord", "models", "executors", "verify", "roles", "console"]
+LAYERS = [
+    "protocol",
+    "observe",
+    "store",
+    "coord",
+    "models",
+    "executors",
+    "verify",
+    "roles",
+    "console",
+]
 """The top-level packages of tenure, lowest first. A module may import its own
 layer and the layers below it, never one above. ``protocol`` is the lowest, so it
 imports nothing of tenure's outside ``tenure.protocol``."""

@@ -173,3 +173,80 @@ def test_every_example_message_validates(path: Path) -> None:
     done = tenure("validate", str(path))
     assert done.returncode == 0, done.stderr
     assert json.loads(path.read_text())["type"] in done.stdout
+
+
+# --- tenure validate on a plan ----------------------------------------------------------
+
+PLAN_YAML = "team: shop\ntasks:\n  - {id: fetch, goal: Fetch.}\n  - {id: sum, goal: Add., depends_on: [fetch]}\n"
+
+
+def validate(*args: str) -> Any:
+    """``tenure validate`` in this process (Typer's runner): what it prints and exits."""
+    from typer.testing import CliRunner
+
+    from tenure.console.cli import app
+
+    return CliRunner().invoke(app, ["validate", *args], env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("plan.yaml", PLAN_YAML),
+        ("plan.md", f"# The shop\n\nWhat we do.\n\n```yaml\n{PLAN_YAML}```\n"),
+        ("plan.json", json.dumps({"team": "shop", "tasks": [{"id": "fetch", "goal": "Fetch."}]})),
+        ("plan", PLAN_YAML),  # no suffix: a plan by its content
+    ],
+)
+def test_validate_takes_a_plan_as_yaml_json_or_markdown(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    done = validate(str(tmp_path / name))
+    assert done.exit_code == 0, done.output
+    assert "valid plan for team 'shop'" in done.stdout
+    shown = json.loads(validate(str(tmp_path / name), "--json").stdout)
+    assert (shown["type"], shown["team"], shown["valid"]) == ("plan", "shop", True)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("team: t\ntasks:\n  - {id: a, goal: g, colour: red}\n", "tasks[0].colour: no such field"),
+        (
+            "team: t\ntasks:\n  - {id: a, goal: g, options: {colour: red}}\n",
+            "tasks[0].options.colour: no leader feature reads this option",
+        ),
+        (
+            "team: t\ntasks:\n  - id: a\n    goal: g\n    team:\n      tasks:\n"
+            "        - {id: b, goal: g, options: {quorom: 3}}\n",
+            "tasks[0].team.tasks[0].options.quorom: no leader feature reads this option",
+        ),
+        ("team: t\ntasks:\n  - {id: a, goal: g, max_attempts: 99}\n", "tasks[0].max_attempts"),
+        ("team: t\ntasks:\n  - {id: a, goal: " + "x" * 70_000 + "}\n", "tasks[0].goal: 70,000 bytes"),
+        ("team: t\ntasks:\n  - {id: a, goal: g, depends_on: [b]}\n", "tasks[0].depends_on"),
+        ("team: t\ntasks:\n  - {id: a, goal: g, scope: [/etc]}\n", "tasks[0].scope[0]"),
+        ("team: t\ntasks: [\n", "plan.yaml"),
+    ],
+)
+def test_validate_refuses_a_plan_as_a_run_would_in_one_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text, encoding="utf-8")
+    done = validate(str(path))
+    assert done.exit_code == 1, done.output
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), done.stderr
+    assert said in lines[0]
+    assert "valid JSON" not in lines[0]
+
+
+def test_the_validate_help_examples_name_files_that_validate() -> None:
+    import re
+
+    shown = tenure("validate", "--help").stdout
+    files = re.findall(r"Example: tenure validate (\S+)", shown)
+    assert len(files) >= 2 and any(f.endswith(".yaml") for f in files), shown
+    for name in files:
+        assert (ROOT / name).is_file(), name
+        done = tenure("validate", name, cwd=ROOT)
+        assert done.returncode == 0, done.stderr

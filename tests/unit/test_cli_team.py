@@ -194,27 +194,40 @@ def test_status_shows_the_register(blocked_run: Path) -> None:
 
 
 def test_status_of_an_empty_store_says_so(tmp_path: Path) -> None:
-    result = tenure(tmp_path, "status")
+    open_store(f"sqlite:///{tmp_path / 'empty.db'}").close()
+    result = tenure(tmp_path, "status", "--store", "sqlite:///empty.db")
     assert result.returncode == 0, result.stderr
     assert "no teams" in result.stdout
 
 
-def test_log_shows_the_events_in_order(blocked_run: Path) -> None:
+def test_status_without_a_store_is_an_error_and_creates_none(tmp_path: Path) -> None:
+    result = tenure(tmp_path, "status")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: no store at .tenure/state.db (start a team with tenure run or tenure leader)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_log_shows_the_events_newest_first(blocked_run: Path) -> None:
     result = tenure(blocked_run, "log", "--team", TEAM, "--limit", "1000")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for kind in ("lease.claimed", "task.created", "task.dispatched", "verify.verdict"):
         assert kind in out
-    assert out.index("lease.claimed") < out.index("task.dispatched") < out.index("inbox.added")
+    assert out.index("lease.claimed") > out.index("task.dispatched") > out.index("inbox.added")
+    assert "older events" not in out
     (added,) = [line for line in out.splitlines() if "inbox.added" in line]
     assert "task_id=ask" in added
 
 
-def test_log_json_is_one_object_per_line(blocked_run: Path) -> None:
+def test_log_json_is_one_document_newest_first(blocked_run: Path) -> None:
     result = tenure(blocked_run, "log", "--json", "--limit", "1000")
     assert result.returncode == 0, result.stderr
-    events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    shown = json.loads(result.stdout)
+    assert (shown["version"], shown["command"], shown["older"]) == (1, "log", 0)
+    events = shown["events"]
+    assert [e["seq"] for e in events] == sorted((e["seq"] for e in events), reverse=True)
     added = [e for e in events if e["kind"] == "inbox.added"]
     assert [e["data"]["task_id"] for e in added] == ["ask"]
 

@@ -83,6 +83,67 @@ def test_a_rotated_key_refuses_what_the_old_one_signed(tmp_path: Path) -> None:
     assert Credentials.load(tmp_path, TEAM, "w1", "work").signer == "w1"
 
 
+def test_rotation_keeps_the_previous_key_to_sign_again_with_unless_revoked(
+    tmp_path: Path,
+) -> None:
+    init_team(tmp_path, TEAM, ["w1"])
+    body = envelope()
+    signed = body.model_copy(
+        update={"signature": Credentials.load(tmp_path, TEAM, "l1", "lead").sign("envelope", body)}
+    )
+    rotate_lead(tmp_path, TEAM)
+    new = Credentials.load(tmp_path, TEAM, "l1", "lead")
+    assert new.by_previous_lead("envelope", signed, signed.signature)
+    with pytest.raises(SignatureRefused):  # accepted for nothing else
+        new.verify("envelope", signed, signed.signature, by=LEAD)
+    rotate_lead(tmp_path, TEAM, keep_previous=False)  # the key was stolen: --revoke
+    assert not (tmp_path / "acme" / "research" / "_lead.prev.pub").exists()
+    assert not Credentials.load(tmp_path, TEAM, "l1", "lead").by_previous_lead(
+        "envelope", signed, signed.signature
+    )
+
+
+def test_a_running_member_reads_the_lead_key_a_rotation_put_in_place(tmp_path: Path) -> None:
+    init_team(tmp_path, TEAM, ["w1"])
+    w1 = Credentials.load(tmp_path, TEAM, "w1", "work")
+    body = envelope()
+    first = Credentials.load(tmp_path, TEAM, "l1", "lead").sign("envelope", body)
+    assert w1.verify("envelope", body, first, by=LEAD) == LEAD
+    rotate_lead(tmp_path, TEAM)
+    later = Credentials.load(tmp_path, TEAM, "l1", "lead").sign("envelope", body)
+    assert w1.verify("envelope", body, later, by=LEAD) == LEAD  # no restart needed
+    with pytest.raises(SignatureRefused):
+        w1.verify("envelope", body, first, by=LEAD)
+
+
+def test_a_signer_that_is_no_member_id_is_refused_as_a_signature(tmp_path: Path) -> None:
+    init_team(tmp_path, TEAM, ["w1"])
+    w1 = Credentials.load(tmp_path, TEAM, "w1", "work")
+    body = envelope()
+    forged = w1.sign("envelope", body).model_copy(update={"by": "../../etc/x"})
+    with pytest.raises(SignatureRefused, match="which is no member id") as refused:
+        w1.verify("envelope", body, forged, by=ANYONE)
+    assert refused.value.claimed == "../../etc/x"
+
+
+def test_every_folder_from_the_state_dir_down_is_owner_only(tmp_path: Path) -> None:
+    state = tmp_path / ".tenure"
+    root = state / "keys"
+    init_team(root, "a/b", ["w1"])
+    folders = [state, root, root / "a", root / "a" / "b", root / "a" / "b" / "_members"]
+    assert {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {
+        f.name: oct(0o700) for f in folders
+    }
+    for folder in folders:  # an install from before: made 0755
+        os.chmod(folder, 0o755)
+    Credentials.load(root, "a/b", "w1", "work")  # tightened when a member loads its key
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o700 for f in folders)
+    for folder in folders:
+        os.chmod(folder, 0o755)
+    init_team(root, "a/b")  # and when keys are made
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o700 for f in folders[:4])
+
+
 def test_a_missing_key_names_the_command_that_makes_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"tenure keys add --team acme/research --member w9"):
         Credentials.load(tmp_path, TEAM, "w9", "work")
@@ -128,4 +189,4 @@ def test_tenure_keys_init_then_show(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "w1" in shown.stdout and "sha256:" in shown.stdout
     assert "PRIVATE" not in shown.stdout
     refused = tenure("keys", "show", "--team", "../escape")
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr  # a bad flag

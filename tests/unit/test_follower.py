@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.executors import SleepExecutor, TaskContext, coerce_result
 from tenure.protocol import TaskEnvelope, TaskResult, parse_message
 from tenure.protocol.errors import NotFound
 from tenure.roles import LEADER_QUEUE, Follower, FollowerConfig, Mailbox, envelope_for, member_queue
-from tenure.store import Event, Store
+from tenure.store import DEFAULT_MAX_DELIVERIES, Event, Store
 
 TEAM = "unit-follower"
 CRITERIA = ["the total is the sum of the line items", "every price has a source"]
@@ -40,8 +41,8 @@ def lead(store: Store, holder: str = "leader") -> int:
     """Take the team's lease (releasing whoever holds it) and return the new epoch."""
     current = store.current_lease(TEAM)
     if current is not None:
-        store.release_lease(TEAM, current.holder, current.epoch)
-    return store.claim_lease(TEAM, holder, 60.0).epoch
+        store.release_lease(TEAM, current.holder, current.epoch, token=LEASE_TOKEN)
+    return store.claim_lease(TEAM, holder, 60.0, token=LEASE_TOKEN).epoch
 
 
 def assign(
@@ -369,18 +370,20 @@ def test_periodic_checkins_restate_the_acceptance_criteria(store: Store, tmp_pat
     ],
     ids=["no-type", "assign-garbage", "unknown-type", "bad-envelope"],
 )
-def test_a_malformed_message_is_acked_and_logged_never_crashes(
+def test_a_malformed_message_is_logged_and_dead_lettered_never_crashes(
     store: Store, tmp_path: Path, payload: dict[str, Any]
 ) -> None:
+    """Given back at once each time (not after the 30 s visibility timeout), so the store
+    dead-letters it after its usual number of deliveries, for the operator to read."""
     epoch = lead(store)
-    store.send(TEAM, member_queue("w1"), payload)
+    poison = store.send(TEAM, member_queue("w1"), payload)
     executor = Recording()
-    f = follower(store, tmp_path, executor, visibility_timeout=0.1)
-    assert f.poll_once() is True
+    f = follower(store, tmp_path, executor, visibility_timeout=30.0)
+    assert drain_all(f) == DEFAULT_MAX_DELIVERIES
     bad = events(store, "follower.bad_message")
-    assert len(bad) == 1
-    assert bad[0].data["error"]
-    time.sleep(0.15)  # past the visibility timeout: an unacked message would be back
+    assert [e.data["deliveries"] for e in bad] == list(range(1, DEFAULT_MAX_DELIVERIES + 1))
+    assert all(e.data["error"] and e.data["id"] == poison for e in bad)
+    assert [d.message_id for d in store.dead_letters(TEAM)] == [poison]
     assert queue_empty(store)
     assign(store, "after", epoch=epoch)  # and the follower still works
     drain_all(f)

@@ -16,6 +16,7 @@ from tenure.protocol.taskspec import AttemptData
 from tenure.roles import Follower, FollowerConfig, LocalTeam
 from tenure.roles.leader import (
     GO,
+    HOLD,
     Admission,
     Candidate,
     Conductor,
@@ -24,6 +25,7 @@ from tenure.roles.leader import (
     LeaderContext,
     LeaderHook,
     Review,
+    Stop,
     Watch,
 )
 from tenure.roles.register import Task
@@ -196,3 +198,128 @@ def test_a_hook_can_hold_a_task_back_from_dispatch(tmp_path: Path) -> None:
     finally:
         stop.set()
         runner.join(timeout=10)
+
+
+# --- a hook's context, and a stop said by a hook ---------------------------------------
+
+CONTEXT = {
+    "store",
+    "team",
+    "me",
+    "register",
+    "trust",
+    "workdir",
+    "credentials",
+    "epoch",
+    "now",
+    "event",
+    "tasks",
+    "workers",
+    "dispatch",
+    "send",
+    "review",
+    "retry",
+    "block",
+    "fail",
+    "finish",
+}
+
+
+class Peeker(LeaderHook):
+    """Looks at what its context lets it reach, once a round."""
+
+    name: ClassVar[str] = "peeker"
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def on_tick(self, ctx: LeaderContext, tasks: list[Task]) -> bool:
+        self.seen.append(ctx)
+        return False
+
+
+def test_a_hook_reaches_the_leader_only_through_what_the_protocol_lists(tmp_path: Path) -> None:
+    store = open_store("memory://")
+    peeker = Peeker()
+    lead, _ = conductor(store, "lead", peeker)
+    lead.load(plan_of({"id": "a", "goal": "a"}))
+    lead.tick()
+    ctx = peeker.seen[-1]
+    assert not isinstance(ctx, Conductor)
+    public = {name for name in dir(ctx) if not name.startswith("_")}
+    assert public == CONTEXT  # the LeaderContext protocol, nothing more
+    assert {n for n in dir(LeaderContext) if not n.startswith("_")} == CONTEXT
+    for private in ("_send", "_epoch", "_round", "reviewer", "hooks", "view", "mailbox", "load"):
+        assert not hasattr(ctx, private), private
+    assert not hasattr(ctx, "__dict__")  # nothing can be hung on it either
+    with pytest.raises(AttributeError):
+        ctx.hooks = lead.hooks
+    assert ctx.team == TEAM and ctx.me == "lead" and ctx.epoch() == lead.epoch()
+    assert [t.task_id for t in ctx.tasks()] == ["a"]
+    store.close()
+
+
+def plan_of(*tasks: dict[str, Any]) -> Plan:
+    return Plan.model_validate({"team": TEAM, "tasks": list(tasks)})
+
+
+class Halt(LeaderHook):
+    """Stops one task before it is sent, another instead of its retry, and a third
+    through its context; none of it has anything to do with a budget."""
+
+    name: ClassVar[str] = "halter"
+
+    def before_dispatch(self, ctx: LeaderContext, task: Task) -> Admission:
+        if task.task_id == "early":
+            return Stop("halted by my hook", by="someone else")
+        if task.task_id == "direct":
+            ctx.fail(task, "failed through the context")
+            return HOLD
+        return GO
+
+    def before_retry(self, ctx: LeaderContext, task: Task, data: AttemptData) -> str | None:
+        return "no second try here" if task.task_id == "late" else None
+
+
+def stopped(store: Store) -> dict[str, dict[str, Any]]:
+    return {e.data["task_id"]: e.data for e in store.events(TEAM, limit=5000) if e.kind == "task.stopped"}
+
+
+def test_a_stop_from_a_hook_is_logged_as_that_hooks_not_as_a_budget() -> None:
+    store = open_store("memory://")
+    executor = ScriptedExecutor({"late": [{"status": "failed", "notes": {"uncertain": ["flake"]}}]})
+    three = plan_of(
+        {"id": "early", "goal": "never sent"},
+        {"id": "late", "goal": "fails once", "max_attempts": 3},
+        {"id": "direct", "goal": "failed by the hook itself"},
+    )
+    LocalTeam(store, three, executor, workers=1, hooks=[Halt()]).run(timeout=20)
+    records = {t.task_id: t for t in store.tasks(TEAM)}
+    assert {k: r.state for k, r in records.items()} == dict.fromkeys(records, "failed")
+    assert records["early"].reason == "halted by my hook" and records["early"].attempt == 0
+    assert records["late"].reason.startswith("no second try here; last failure: flake")
+    assert records["late"].attempt == 1
+    said = stopped(store)
+    assert {k: (d["by"], d["reason"]) for k, d in said.items()} == {
+        "early": ("halter", "halted by my hook"),
+        "late": ("halter", records["late"].reason),
+        "direct": ("halter", "failed through the context"),
+    }
+    kinds = [e.kind for e in store.events(TEAM, limit=5000)]
+    assert "budget.exceeded" not in kinds and kinds.count("inbox.added") == 3
+    store.close()
+
+
+def test_a_worker_that_stops_for_its_budget_is_stopped_by_the_budget_feature() -> None:
+    """The conductor does not recognise a budget: the budget hook reads the worker's
+    failed result, stops the task (no retry) and logs ``budget.exceeded`` itself."""
+    store = open_store("memory://")
+    over = "budget exceeded: tokens: 2100 of 2000"
+    executor = ScriptedExecutor({"a": [{"status": "failed", "notes": {"uncertain": [over, "more"]}}]})
+    LocalTeam(store, plan_of({"id": "a", "goal": "spend", "max_attempts": 5}), executor).run(timeout=20)
+    record = store.get_task(TEAM, "a")
+    assert (record.state, record.attempt, record.reason) == ("failed", 1, over)
+    assert stopped(store)["a"]["by"] == "budgets"
+    [budget] = [e for e in store.events(TEAM, limit=5000) if e.kind == "budget.exceeded"]
+    assert budget.data == {"leader": "leader", "task_id": "a", "reason": over}
+    store.close()

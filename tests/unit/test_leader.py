@@ -32,7 +32,7 @@ from tenure.protocol import (
 from tenure.roles import LEADER_QUEUE, Conductor, Follower, FollowerConfig, Leader, LeaderConfig
 from tenure.roles.teams.local import LocalTeam
 from tenure.roles.teams.queue import QueueWorker, enqueue_plan
-from tenure.store import Event, Store, TaskRecord
+from tenure.store import DEFAULT_MAX_DELIVERIES, Event, Store, TaskRecord
 
 TEAM = "unit-leader"
 
@@ -448,9 +448,12 @@ def test_garbage_on_the_leader_queue_is_logged_and_the_leader_carries_on(
     )
     crew.run()
     assert task(store, "t").state == "done"
+    for _ in range(DEFAULT_MAX_DELIVERIES):  # the garbage comes back until dead-lettered
+        crew.conductor.drain()
     bad = events(store, "leader.bad_message")
-    assert len(bad) == 2
+    assert len({e.data["id"] for e in bad}) == 2
     assert any("ghost" in e.data["error"] for e in bad)
+    assert [d.payload for d in store.dead_letters(TEAM)] == [{"lol": "not a message"}]
     assert not store.receive(TEAM, LEADER_QUEUE, consumer="peek", visibility_timeout=1.0)
 
 
@@ -569,9 +572,10 @@ def test_a_leader_fenced_by_the_store_leaves_results_for_its_successor(
     sent = [e for e in events(store, "message.sent") if e.data.get("queue") == LEADER_QUEUE]
     assert len(sent) == 1
     # the store moves on to a new epoch while leader-1 still believes its lease is good
-    store.release_lease(TEAM, "leader-1", 1)
     successor = LeaseKeeper(store, TEAM, "leader-2", LeaseTiming(ttl=30.0))
-    assert successor.claim().epoch == 2
+    held = store.current_lease(TEAM)
+    assert held is not None
+    assert successor.seize(held).epoch == 2
     with pytest.raises(StaleEpoch):
         old.conductor.tick()
     assert task(store, "t").state == "running"
@@ -597,16 +601,47 @@ def test_the_lease_is_released_when_the_plan_is_done(store: Store, tmp_path: Pat
         team=TEAM, member_id="leader-1", elect=False, poll_interval=0.01, stale_grace=0.5
     )
     try:
-        outcome = Leader(store, config, plan_of({"id": "a"}, {"id": "b"})).run(threading.Event())
+        result = Leader(store, config, plan_of({"id": "a"}, {"id": "b"})).run(threading.Event())
     finally:
         stop.set()
         for thread in threads:
             thread.join(timeout=5)
-    assert outcome == "finished"
+    assert result.ok and (result.outcome, result.done) == ("done", 2)
     assert states(store) == {"a": "done", "b": "done"}
     assert store.current_lease(TEAM) is None
     assert store.current_epoch(TEAM) == 1
-    assert len(events(store, "leader.plan_finished")) == 1
+    [settled] = events(store, "leader.plan_settled")
+    assert settled.data["counts"] == {"done": 2}
+
+
+def test_a_leader_whose_tasks_wait_for_a_person_says_so_not_done(store: Store) -> None:
+    """``Leader.run()`` returns what the register says, as ``Team.run()`` does: a plan
+    settled with a task in the inbox is ``blocked``, with counts and each task's outcome."""
+    ask = {"status": "blocked", "question": "which region?"}
+    worker = Follower(
+        store,
+        FollowerConfig(team=TEAM, member_id="w1", poll_interval=0.01),
+        Recording(scripted({"ask": [ask]})),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    config = LeaderConfig(team=TEAM, member_id="leader-1", elect=False, poll_interval=0.01)
+    plan = plan_of({"id": "ok"}, {"id": "ask"}, {"id": "after", "depends_on": ["ask"]})
+    try:
+        leader = Leader(store, config, plan)
+        result = leader.run(timeout=30)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert leader.settled and not result.ok
+    assert result.outcome == "blocked"
+    assert (result.done, result.blocked, result.failed, result.open) == (1, 1, 0, 1)
+    assert result.tasks["ask"].question == "which region?"
+    assert result.tasks["ok"].state == "done" and result.tasks["after"].state == "queued"
+    [settled] = events(store, "leader.plan_settled")
+    assert settled.data["counts"] == {"blocked": 1, "done": 1, "queued": 1}
+    assert events(store, "leader.plan_finished") == []
 
 
 def test_local_mode_runs_a_plan_end_to_end(store: Store, tmp_path: Path) -> None:
@@ -619,7 +654,7 @@ def test_local_mode_runs_a_plan_end_to_end(store: Store, tmp_path: Path) -> None
     )
     executor = Recording(scripted({"flaky": [FAIL, {"ok": True}]}))
     team = LocalTeam(store, plan, executor, workers=2, state_dir=tmp_path / "state")
-    assert team.run() == "finished"
+    assert team.run() == "settled"
     assert set(states(store).values()) == {"done"}
     assert executor.count() == Counter({"fetch": 1, "clean": 1, "price": 1, "other": 1, "flaky": 2})
     assert store.current_lease(TEAM) is None
@@ -634,7 +669,7 @@ def test_local_mode_finishes_with_blocked_tasks_in_the_inbox(store: Store, tmp_p
     runner = threading.Thread(target=lambda: outcome.append(team.run()), daemon=True)
     runner.start()
     runner.join(timeout=15)
-    assert outcome == ["finished"], "the local team never finished"
+    assert outcome == ["settled"], "the local team never finished"
     assert states(store)["ok"] == "done"
     assert states(store)["ask"] == "blocked"
 

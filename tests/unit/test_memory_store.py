@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from tenure.coord import LeaseTiming
 from tenure.executors.scripted import ScriptedExecutor
 from tenure.protocol import Plan
@@ -63,7 +64,7 @@ def test_manual_clock_moves_only_when_told() -> None:
 def test_the_store_reads_time_from_its_clock(store: MemoryStore, clock: ManualClock) -> None:
     clock.set(5_000.0)
     assert store.now() == 5_000.0
-    lease = store.claim_lease(TEAM, "lead", 10.0)
+    lease = store.claim_lease(TEAM, "lead", 10.0, token=LEASE_TOKEN)
     assert lease.expires_at == 5_010.0
     assert store.events(TEAM)[-1].at == 5_000.0
 
@@ -74,23 +75,23 @@ def test_the_store_reads_time_from_its_clock(store: MemoryStore, clock: ManualCl
 def test_a_lease_expires_when_the_clock_passes_its_ttl(
     store: MemoryStore, clock: ManualClock
 ) -> None:
-    first = store.claim_lease(TEAM, "a", 10.0)
+    first = store.claim_lease(TEAM, "a", 10.0, token=LEASE_TOKEN)
     clock.advance(9.999)
     assert store.current_lease(TEAM) == first
     with pytest.raises(Conflict):
-        store.claim_lease(TEAM, "b", 10.0)
+        store.claim_lease(TEAM, "b", 10.0, token=LEASE_TOKEN)
     clock.advance(0.001)  # expires_at is exclusive: at exactly ttl the lease is gone
     assert store.current_lease(TEAM) is None
     with pytest.raises(LeaseLost):
-        store.renew_lease(TEAM, "a", first.epoch, 10.0)
-    second = store.claim_lease(TEAM, "b", 10.0)
+        store.renew_lease(TEAM, "a", first.epoch, 10.0, token=LEASE_TOKEN)
+    second = store.claim_lease(TEAM, "b", 10.0, token=LEASE_TOKEN)
     assert second.epoch == first.epoch + 1
 
 
 def test_renewing_counts_the_ttl_from_the_renewal(store: MemoryStore, clock: ManualClock) -> None:
-    lease = store.claim_lease(TEAM, "a", 10.0)
+    lease = store.claim_lease(TEAM, "a", 10.0, token=LEASE_TOKEN)
     clock.advance(8)
-    store.renew_lease(TEAM, "a", lease.epoch, 10.0)
+    store.renew_lease(TEAM, "a", lease.epoch, 10.0, token=LEASE_TOKEN)
     clock.advance(8)
     assert store.current_lease(TEAM) is not None
     clock.advance(2)
@@ -110,7 +111,7 @@ def test_a_member_leaves_the_live_list_when_its_ttl_passes(
     with pytest.raises(NotFound):
         store.heartbeat(TEAM, "m1", ttl=5.0)
     # an expired member's reported epoch no longer pushes the next claim
-    assert store.claim_lease(TEAM, "lead", 5.0).epoch == 1
+    assert store.claim_lease(TEAM, "lead", 5.0, token=LEASE_TOKEN).epoch == 1
 
 
 def test_an_unacked_message_comes_back_when_its_visibility_timeout_passes(
@@ -143,7 +144,7 @@ def test_a_message_is_dead_lettered_after_its_deliveries_run_out(
 def test_an_effect_claim_can_be_taken_over_when_it_expires(
     store: MemoryStore, clock: ManualClock
 ) -> None:
-    epoch = store.claim_lease(TEAM, "lead", 1_000.0).epoch
+    epoch = store.claim_lease(TEAM, "lead", 1_000.0, token=LEASE_TOKEN).epoch
     assert store.effect_begin(TEAM, "k", epoch=epoch, holder="w1", claim_seconds=60).status == "run"
     clock.advance(59)
     with pytest.raises(EffectInProgress):
@@ -192,7 +193,7 @@ def test_a_malformed_memory_url_is_a_config_error(url: str) -> None:
 
 
 def test_returned_documents_are_copies(store: MemoryStore) -> None:
-    epoch = store.claim_lease(TEAM, "lead", 10.0).epoch
+    epoch = store.claim_lease(TEAM, "lead", 10.0, token=LEASE_TOKEN).epoch
     spec = {"goal": "x", "list": [1]}
     created = store.create_task(TEAM, "t1", epoch=epoch, spec=spec)
     spec["list"].append(2)
@@ -201,7 +202,7 @@ def test_returned_documents_are_copies(store: MemoryStore) -> None:
 
 
 def test_threads_racing_one_transition_have_exactly_one_winner(store: MemoryStore) -> None:
-    epoch = store.claim_lease(TEAM, "lead", 1_000.0).epoch
+    epoch = store.claim_lease(TEAM, "lead", 1_000.0, token=LEASE_TOKEN).epoch
     task_ids = [f"t{n}" for n in range(50)]
     for task_id in task_ids:
         store.create_task(TEAM, task_id, epoch=epoch, spec={})
@@ -249,5 +250,5 @@ def test_a_local_team_runs_a_plan_on_a_memory_store(tmp_path: Path) -> None:
         state_dir=tmp_path / "state",
         workdir=tmp_path,
     )
-    assert team.run(timeout=20.0) == "finished"
+    assert team.run(timeout=20.0) == "settled"
     assert {t.task_id: t.state for t in store.tasks(TEAM)} == {"a": "done", "b": "done"}

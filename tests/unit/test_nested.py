@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from conftest import LEASE_TOKEN
 from ghost_member import ghost_takes_attempt
-from tenure.coord import LeaseTiming
+from tenure.coord import Credentials, LeaseKeeper, LeaseProofs, LeaseTiming
+from tenure.coord.credentials import init_team
 from tenure.executors import TaskContext, coerce_result, make_result
 from tenure.protocol import Plan, ProtocolError, TaskEnvelope, TaskResult, parse_plan
 from tenure.protocol.envelope import Spend
@@ -27,7 +29,8 @@ from tenure.roles.features.nested import NestedTeamsHook, nested_spend, rollup, 
 from tenure.roles.leader import Conductor
 from tenure.roles.register import read_task
 from tenure.roles.teams import child_plan, sub_leader
-from tenure.store import Store, TaskRecord, open_store
+from tenure.store import ManualClock, Store, TaskRecord, open_store
+from tenure.store.memory import MemoryStore
 
 PARENT = "acme/research"
 CHILD = "acme/research/pricing"
@@ -167,7 +170,7 @@ class Tree:
         timer = threading.Timer(timeout, leader_stop.set)
         timer.start()
         try:
-            return self.leader.run(leader_stop)
+            return self.leader.lead(leader_stop)
         finally:
             timer.cancel()
             self.stop.set()
@@ -177,7 +180,7 @@ class Tree:
 
 def test_a_nested_plan_runs_and_reports_one_rolled_up_result(store: Store, tmp_path: Path) -> None:
     tree = Tree(store, tmp_path, nested())
-    assert tree.run() == "finished"
+    assert tree.run() == "settled"
     parent = {t.task_id: t for t in store.tasks(PARENT)}
     assert {t.state for t in parent.values()} == {"done"}
     assert {t.state for t in store.tasks(CHILD)} == {"done"}
@@ -231,7 +234,7 @@ def test_a_new_sub_leader_adopts_the_child_register(store: Store, tmp_path: Path
     old_epoch = store.current_epoch(CHILD)
 
     tree = Tree(store, tmp_path, plan)
-    assert tree.run() == "finished"
+    assert tree.run() == "settled"
     assert {t.state for t in store.tasks(PARENT)} == {"done"}
     assert f"{CHILD}:fetch" not in tree.executor.calls  # adopted, not run again
     assert tree.executor.calls[f"{CHILD}:compare"] <= 1
@@ -325,11 +328,14 @@ def test_the_nested_example_plan_loads() -> None:
 def test_the_nested_example_runs_twice_in_one_directory(tmp_path: Path) -> None:
     """As its README runs it; the second run finds every task done and says so."""
     path = Path(__file__).resolve().parents[2] / "examples" / "nested-teams" / "plan.yaml"
+    said = []
     for _ in range(2):
         result = cli(tmp_path, "run", str(path), "--store", "sqlite:///nested.db", "--workers", "2")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "Traceback" not in result.stdout + result.stderr
-        assert "acme/research: 4 done" in result.stdout
+        said.append(result.stdout)
+    assert "acme/research: 4 done" in said[0]
+    assert "acme/research: 4 tasks already done" in said[1] and "nothing to do" in said[1]
 
 
 class Spending(Counting):
@@ -345,7 +351,7 @@ class Spending(Counting):
 
 def test_the_parent_budget_counts_the_nested_teams_spend(store: Store, tmp_path: Path) -> None:
     tree = Tree(store, tmp_path, nested(), executor=Spending())
-    assert tree.run() == "finished"
+    assert tree.run() == "settled"
     pricing = store.get_task(PARENT, "pricing")
     [entry] = [e for e in pricing.data["spend_log"] if not e.get("kind")]
     assert (entry["input_tokens"], entry["output_tokens"], entry["calls"]) == (20, 10, 2)
@@ -398,7 +404,7 @@ def test_a_child_question_blocks_the_composite_task_and_its_answer_resumes_it(
 ) -> None:
     executor = AsksOnce()
     with open_store(store_url) as store:
-        assert Tree(store, tmp_path, nested(), executor=executor).run() == "finished"
+        assert Tree(store, tmp_path, nested(), executor=executor).run() == "settled"
         pricing = store.get_task(PARENT, "pricing")
         # blocked, not failed: the parent's inbox says which child waits and how to answer
         assert (pricing.state, pricing.attempt) == ("blocked", 1)
@@ -420,7 +426,7 @@ def test_a_child_question_blocks_the_composite_task_and_its_answer_resumes_it(
         assert "question" not in pricing.data
 
         # the next sub-leader attempt adopts the child register and runs the answered task
-        assert Tree(store, tmp_path, nested(), executor=executor).run() == "finished"
+        assert Tree(store, tmp_path, nested(), executor=executor).run() == "settled"
         assert {t.state for t in store.tasks(PARENT)} == {"done"}
         assert {t.state for t in store.tasks(CHILD)} == {"done"}
         assert store.get_task(PARENT, "pricing").attempt == 2
@@ -496,7 +502,7 @@ def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
     assert watch.on_watch(ctx, read_task(task), store.now()) == "waiting"
     assert [k for k, _ in events_of(store, *kinds)] == ["leader.sub_leader_silent"]
     # a stand-in won the child election: the same attempt moves to it
-    lease = store.claim_lease(CHILD, "s2", ttl=30)
+    lease = store.claim_lease(CHILD, "s2", ttl=30, token=LEASE_TOKEN)
     current = read_task(store.get_task(PARENT, "pricing"))
     assert watch.on_watch(ctx, current, store.now()) == "moved"
     moved = store.get_task(PARENT, "pricing")
@@ -506,9 +512,9 @@ def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
     assert events[-1][0] == "leader.sub_leader_changed"
     assert events[-1][1]["from"] == "gone" and events[-1][1]["to"] == "s2"
     # a holder elected before the attempt began (an older attempt's) is not followed
-    store.release_lease(CHILD, "s2", lease.epoch)
+    store.release_lease(CHILD, "s2", lease.epoch, token=LEASE_TOKEN)
     store.join(PARENT, "old", ttl=30)
-    store.claim_lease(CHILD, "old", ttl=30)
+    store.claim_lease(CHILD, "old", ttl=30, token=LEASE_TOKEN)
     again = store.transition(
         PARENT,
         "pricing",
@@ -520,6 +526,34 @@ def test_the_parent_follows_the_child_lease_to_a_stand_in(store: Store) -> None:
     )
     assert watch.on_watch(ctx, read_task(again), store.now()) == "waiting"
     assert store.get_task(PARENT, "pricing").assignee == "gone"
+
+
+def test_in_a_signed_team_the_parent_follows_only_a_proved_child_lease(tmp_path: Path) -> None:
+    """A child lease a process with store access claimed in a live member's name moves
+    nothing; the same member's proved lease does."""
+    init_team(tmp_path, PARENT, ["s2"])  # a stand-in the parent team has a key for
+    init_team(tmp_path, CHILD)
+    clock = ManualClock()
+    store = MemoryStore(clock=clock)
+    lead = Credentials.load(tmp_path, PARENT, "lead", "lead")
+    ctx = Conductor(store, PARENT, "lead", lambda: 0, credentials=lead)
+    watch = NestedTeamsHook(grace=60)
+    running_composite(store, "gone")
+    store.join(PARENT, "s2", ttl=300, capabilities=("work", SUBTEAM_CAPABILITY))
+    forged = store.claim_lease(CHILD, "s2", ttl=300, token=LEASE_TOKEN)
+    clock.advance(LeaseTiming().proof_grace + 1)
+    task = read_task(store.get_task(PARENT, "pricing"))
+    assert watch.on_watch(ctx, task, store.now()) == "waiting"
+    assert store.get_task(PARENT, "pricing").assignee == "gone"
+    [refused] = [e for e in store.events(PARENT) if e.kind == "security.lease_refused"]
+    assert refused.data["team"] == CHILD
+    assert (refused.data["claimed"], refused.data["epoch"]) == ("s2", forged.epoch)
+    child_lead = Credentials.load(tmp_path, CHILD, "s2", "lead")
+    keeper = LeaseKeeper(store, CHILD, "s2", LeaseTiming(ttl=300), proofs=LeaseProofs.of(child_lead))
+    keeper.seize(forged)  # the stand-in's own candidate takes the forged lease over
+    task = read_task(store.get_task(PARENT, "pricing"))
+    assert watch.on_watch(ctx, task, store.now()) == "moved"
+    assert store.get_task(PARENT, "pricing").assignee == "s2"
 
 
 def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store) -> None:
@@ -535,9 +569,9 @@ def test_with_nobody_standing_in_the_parent_retries_after_the_grace(store: Store
 
 def test_a_roll_up_under_an_old_child_epoch_is_refused(store: Store) -> None:
     task = read_task(running_composite(store, "s1"))
-    old = store.claim_lease(CHILD, "s1", ttl=30)
-    store.release_lease(CHILD, "s1", old.epoch)
-    store.claim_lease(CHILD, "s2", ttl=30)
+    old = store.claim_lease(CHILD, "s1", ttl=30, token=LEASE_TOKEN)
+    store.release_lease(CHILD, "s1", old.epoch, token=LEASE_TOKEN)
+    store.claim_lease(CHILD, "s2", ttl=30, token=LEASE_TOKEN)
     env = envelope_for(task, epoch=1, assignee="s1")
     stale = rollup(env, CHILD, [], team_epoch=old.epoch)
     assert "which is at epoch" in (stale_report(store, PARENT, task, stale) or "")
@@ -574,15 +608,15 @@ def test_a_stand_in_leads_the_child_team_for_the_same_attempt(store: Store, tmp_
     )
     leader_stop = threading.Event()
     outcome: list[str] = []
-    runner = threading.Thread(target=lambda: outcome.append(leader.run(leader_stop)), daemon=True)
+    runner = threading.Thread(target=lambda: outcome.append(leader.lead(leader_stop)), daemon=True)
     for thread in [*threads, runner]:
         thread.start()
     try:
         ghost_takes_attempt(store, PARENT, "pricing", seconds=20)
-        ghost_epoch = store.claim_lease(CHILD, "ghost", ttl=1.0).epoch
+        ghost_epoch = store.claim_lease(CHILD, "ghost", ttl=1.0, token=LEASE_TOKEN).epoch
         # ... and the ghost dies: no more heartbeats, no renewals
         runner.join(timeout=40)
-        assert outcome == ["finished"]
+        assert outcome == ["settled"]
     finally:
         leader_stop.set()
         stop.set()

@@ -305,8 +305,53 @@ def test_unsafe_task_id_in_a_plan_names_the_task(task_id: str) -> None:
     refused(with_body("plan.update", tasks=plan["tasks"]), "body.tasks[1].id")
 
 
+@pytest.mark.parametrize("deadline", ["86401", "1e300", "Infinity"])
+def test_a_plan_deadline_past_a_day_names_the_task(deadline: str) -> None:
+    """A queue run's claim stays invisible for the longest deadline: a day at most."""
+    text = '{"tasks": [{"id": "t1", "goal": "g", "deadline_seconds": %s}]}'
+    with pytest.raises(ProtocolError) as caught:
+        parse_plan(text % deadline)
+    assert caught.value.field == "tasks[0].deadline_seconds"
+    assert parse_plan(text % "86400").tasks[0].deadline_seconds == 86_400
+
+
 def test_non_string_task_id_names_task_id() -> None:
     refused(with_body("task.cancel", task_id=7), "body.task_id")
+
+
+# --- trace context ----------------------------------------------------------------------
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_an_envelope_may_carry_a_w3c_traceparent() -> None:
+    parsed = parse_message(with_body("task.assign", traceparent=TRACEPARENT))
+    assert parsed.body.traceparent == TRACEPARENT  # type: ignore[union-attr]
+    assert parse_message(message("task.assign")).body.traceparent is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("hello", id="not-one"),
+        pytest.param(TRACEPARENT.upper(), id="uppercase"),
+        pytest.param("01" + TRACEPARENT[2:], id="other-version"),
+        pytest.param(TRACEPARENT + "-extra", id="trailing-field"),
+        pytest.param(f"00-{'0' * 32}-00f067aa0ba902b7-01", id="zero-trace-id"),
+        pytest.param(f"00-4bf92f3577b34da6a3ce929d0e0e4736-{'0' * 16}-01", id="zero-span-id"),
+        pytest.param(" " + TRACEPARENT, id="padded"),
+        pytest.param("\x1b[31m" + "0" * 2000, id="long-with-escape"),
+    ],
+)
+def test_a_traceparent_that_is_not_w3c_names_the_field(value: str) -> None:
+    error = refused(with_body("task.assign", traceparent=value), "body.traceparent")
+    assert "W3C traceparent" in error.expected
+    assert len(str(error)) < 300  # the value shown is cut
+
+
+def test_a_traceparent_that_is_not_a_string_names_the_field() -> None:
+    refused(with_body("task.assign", traceparent=7), "body.traceparent")
 
 
 # --- epochs -----------------------------------------------------------------------------
@@ -404,7 +449,7 @@ def test_a_body_of_exactly_256_kib_is_accepted() -> None:
 
 def test_a_body_over_256_kib_names_body() -> None:
     error = refused(padded_assign(MAX_BODY_BYTES + 1), "body")
-    assert str(MAX_BODY_BYTES) in error.expected
+    assert f"the limit is {MAX_BODY_BYTES:,}" in error.expected
     refused(json.dumps(padded_assign(MAX_BODY_BYTES + 1)), "body")
 
 
@@ -417,7 +462,7 @@ def test_body_size_counts_utf8_bytes_not_characters() -> None:
 def test_a_message_over_the_byte_limit_names_the_message() -> None:
     text = json.dumps(message()) + " " * MAX_MESSAGE_BYTES
     error = refused(text, "(message)")
-    assert str(MAX_MESSAGE_BYTES) in error.expected
+    assert f"the limit is {MAX_MESSAGE_BYTES:,}" in error.expected
     refused(text.encode("utf-8"), "(message)")
 
 

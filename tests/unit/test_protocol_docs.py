@@ -48,7 +48,7 @@ from tenure.protocol.messages import (
     TaskProgress,
 )
 from tenure.protocol.plan import SubTeam
-from tenure.protocol.taskspec import AttemptData, TaskSpec
+from tenure.protocol.taskspec import AttemptData, ChildRecord, Grant, TaskSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 TEXT = DOC.read_text(encoding="utf-8")
@@ -90,6 +90,8 @@ PARAGRAPHS: dict[str, type[BaseModel]] = {
     "`source` (`SourceEvidence`)": SourceEvidence,
     "A **spend** (`Spend`)": Spend,
     "The attempt data (`AttemptData`)": AttemptData,
+    "Each `children` entry (`ChildRecord`)": ChildRecord,
+    "The `grant` (`Grant`)": Grant,
 }
 WIRE_REQUIRED = {"type", "body", "kind"}  # have a Python default, but the wire needs them
 NOT_JSON_DEFAULTS = {"a new ULID", "now", "all lists empty"}
@@ -193,6 +195,21 @@ def test_the_size_limits_are_the_real_ones() -> None:
     assert MAX_BODY_BYTES == 256 * 1024
     assert "**256 KiB** (262,144 bytes)" in TEXT
     assert f"{MAX_MESSAGE_BYTES // 1024} KiB ({MAX_MESSAGE_BYTES:,} bytes)" in TEXT
+
+
+def test_the_limits_table_lists_every_limit_with_its_value() -> None:
+    """One row per constant of ``tenure.protocol.limits``, showing its value."""
+    from tenure.protocol.limits import LIMITS
+
+    section = TEXT.split("## Size limits", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[2]
+        for line in section.splitlines()
+        if line.startswith("| `MAX_")
+    }
+    assert sorted(rows) == sorted(LIMITS)
+    for name, value in LIMITS.items():
+        assert f"{value:,}" in rows[name] or str(value) in rows[name], (name, rows[name])
 
 
 def test_the_plan_example_in_the_doc_is_a_valid_plan() -> None:

@@ -56,6 +56,7 @@ from tenure.protocol.messages import (
     TaskCancel,
     TaskProgress,
 )
+from tenure.protocol.plan import MAX_DEADLINE_SECONDS
 
 SETTINGS = settings(max_examples=50, deadline=None)
 
@@ -71,6 +72,7 @@ texts = st.text(max_size=40)
 epochs = st.integers(min_value=1, max_value=2**40)
 attempts = st.integers(min_value=1, max_value=20)
 positive = st.floats(min_value=0.001, max_value=1e6, allow_nan=False, allow_infinity=False)
+deadlines = st.floats(min_value=0.001, max_value=MAX_DEADLINE_SECONDS, allow_nan=False)
 unit = st.floats(min_value=0, max_value=1, allow_nan=False)
 times = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -240,7 +242,7 @@ def plan_tasks(draw: st.DrawFn) -> list[PlanTask]:
                 else [],
                 scope=draw(lists_of_text),
                 capability=draw(st.none() | names),
-                deadline_seconds=draw(positive),
+                deadline_seconds=draw(deadlines),
                 input=draw(json_objects),
                 output_schema=draw(st.none() | json_schemas),
                 max_attempts=draw(st.none() | st.integers(min_value=1, max_value=20)),

@@ -7,9 +7,12 @@ those names only, on a real SQLite file and on ``memory://``.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
+import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +25,7 @@ PUBLIC = [
     "GO",
     "HOLD",
     "AgentCLI",
+    "AgentModel",
     "AttemptData",
     "ChatMessage",
     "CodingConfig",
@@ -59,7 +63,9 @@ PUBLIC = [
     "Stop",
     "Store",
     "StoreError",
+    "StoreLost",
     "StoreUnavailable",
+    "StoreUnreachable",
     "Task",
     "TaskContext",
     "TaskEnvelope",
@@ -68,21 +74,30 @@ PUBLIC = [
     "Team",
     "TenureError",
     "Trust",
+    "allow_model_requests",
     "answer",
     "artifacts_from",
     "cancel",
     "decisions",
     "enqueue_plan",
     "failed",
+    "idempotency_key",
     "inbox",
+    "json_schema",
     "load_plan",
     "make_result",
+    "new_id",
     "open_model",
     "open_store",
+    "parse_message",
     "parse_plan",
+    "replan",
     "resolve_executor",
     "results",
+    "start_over",
     "tasks",
+    "to_json",
+    "trace_with",
 ]
 
 TEAM = "api"
@@ -141,8 +156,14 @@ def store_for(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             yield store
 
 
-def opened(store: Any) -> tenure.Store:
-    return store if isinstance(store, tenure.Store) else tenure.open_store(store)
+@contextmanager
+def opened(store: Any) -> Iterator[tenure.Store]:
+    """The store a test reads after a run: the one given, or the URL opened (and closed)."""
+    if isinstance(store, tenure.Store):
+        yield store
+        return
+    with tenure.open_store(store) as reopened:
+        yield reopened
 
 
 def plan(*tasks: dict[str, Any], **extra: Any) -> tenure.Plan:
@@ -194,17 +215,17 @@ def test_three_python_functions_finish_with_their_artifacts(store_for: Any) -> N
     assert str(result).startswith("api: done (3 done)")
     with pytest.raises(AttributeError):
         result.outcome = "blocked"  # type: ignore[misc]
-    store = opened(store_for)
-    assert tenure.results(store, TEAM) == {
-        "fetch": {"numbers": [3, 4, 5]},
-        "total": {"total": 12},
-        "note": "hello",
-    }
-    assert {t.task_id: t.state for t in tenure.tasks(store, TEAM)} == {
-        "fetch": "done",
-        "total": "done",
-        "note": "done",
-    }
+    with opened(store_for) as store:
+        assert tenure.results(store, TEAM) == {
+            "fetch": {"numbers": [3, 4, 5]},
+            "total": {"total": 12},
+            "note": "hello",
+        }
+        assert {t.task_id: t.state for t in tenure.tasks(store, TEAM)} == {
+            "fetch": "done",
+            "total": "done",
+            "note": "done",
+        }
 
 
 def test_a_routing_mapping_gives_each_task_its_function(store_for: Any) -> None:
@@ -240,10 +261,10 @@ def test_a_task_that_keeps_failing_is_blocked_not_done_until_answered(store_for:
     assert "gave up after 2 attempts" in price.reason
     assert "the price list is behind a login" in price.reason
 
-    store = opened(store_for)
-    [waiting] = tenure.inbox(store, [TEAM])
-    assert waiting.task.task_id == "price"
-    tenure.answer(store, TEAM, "price", "42 USD")
+    with opened(store_for) as store:
+        [waiting] = tenure.inbox(store, [TEAM])
+        assert waiting.task.task_id == "price"
+        tenure.answer(store, TEAM, "price", "42 USD")
 
     second = team.run(timeout=30)
     assert second.outcome == "done", second
@@ -359,8 +380,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_the_examples_import_nothing_but_the_public_api() -> None:
-    import ast
-
     found = []
     for path in sorted(EXAMPLES.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -370,4 +389,37 @@ def test_the_examples_import_nothing_but_the_public_api() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             found += [f"{path.relative_to(EXAMPLES)}: {n}" for n in names if n.startswith("tenure.")]
+    assert found == []
+
+
+# --- the docs use these names only -----------------------------------------------------------
+
+ROOT = EXAMPLES.parent
+INTERNAL = re.compile(
+    r"`tenure\.(?:roles|protocol|store|executors|models|verify|coord|console|observe)\.[\w.]*"
+)
+
+
+def test_the_docs_show_nothing_but_the_public_api() -> None:
+    """Every Python block in docs/ and the README imports ``tenure`` alone and uses only
+    names in ``tenure.__all__``; no prose sends a reader to ``tenure.<layer>.<name>``
+    (where a page names the code behind a feature, it gives the file's path)."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(ROOT)
+        found += [f"{where}: {m.group(0)}" for m in INTERNAL.finditer(text)]
+        for block in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL):
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tenure"):
+                    found.append(f"{where}: from {node.module} import ...")
+                elif isinstance(node, ast.Import):
+                    found += [f"{where}: import {a.name}" for a in node.names if "tenure." in a.name]
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "tenure"
+                    and node.attr not in tenure.__all__
+                ):
+                    found.append(f"{where}: tenure.{node.attr}")
     assert found == []

@@ -1,5 +1,7 @@
 """docs/python-api.md runs as written: its scripts are taken from the page and run in a
-fresh directory, the first one twice (the second run resumes the first's register)."""
+fresh directory, the first one twice (the second run resumes the first's register),
+then each block marked to run after it, in the page's order. A block that cannot run
+on its own (a signature, one that needs a Redis server or your own code) says why."""
 
 from __future__ import annotations
 
@@ -35,9 +37,28 @@ def run(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+BLOCK = re.compile(r"(?:<!-- (?P<mark>[^>]*) -->\n)?```python\n(?P<code>.*?)```\n", re.DOTALL)
+
+
+def blocks() -> list[tuple[str, str]]:
+    """Every ```python block of the page: (its marker, its code)."""
+    return [(m["mark"] or "", m["code"]) for m in BLOCK.finditer(TEXT)]
+
+
+def test_every_block_runs_or_says_why_it_cannot() -> None:
+    found = blocks()
+    assert len(found) >= 8
+    for mark, code in found:
+        kind = mark.split(":")[0].strip()
+        assert kind in ("runnable", "runnable after first-team", "fragment"), code[:80]
+        if kind == "fragment":
+            assert len(mark.split(":", 1)[1].strip()) > 10, mark  # a reason, not a shrug
+    assert sum(m.startswith("runnable after") for m, _ in found) >= 5
+
+
 def test_the_first_team_runs_as_written_twice_in_a_row(tmp_path: Path) -> None:
     script = runnable("first-team")
-    assert len(script.strip().splitlines()) <= 30
+    assert len(script.strip().splitlines()) <= 16  # "a 15-line script"
     for _ in range(2):
         proc = run(script, tmp_path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -53,6 +74,13 @@ def test_the_first_team_runs_as_written_twice_in_a_row(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
     )
     assert status.returncode == 0 and "greeting" in status.stdout
+    later = [code for mark, code in blocks() if mark == "runnable after first-team"]
+    for code in later:  # in the page's order, on the register the first team left
+        proc = run(script + "\n" + code, tmp_path)
+        assert proc.returncode == 0, code + proc.stdout + proc.stderr
+        assert proc.stderr == "", proc.stderr
+    last = proc.stdout.splitlines()[-1]  # the replan: revision 2, two tasks dropped
+    assert last.startswith("2 ['total', 'greeting']"), last
 
 
 def test_the_hook_example_stops_the_task_at_once(tmp_path: Path) -> None:

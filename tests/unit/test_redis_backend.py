@@ -6,14 +6,16 @@ surface around it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conftest import REDIS_URL, redis_or_skip
-from tenure.protocol.errors import ConfigError, StoreUnavailable
+from conftest import LEASE_TOKEN, REDIS_URL, redis_or_skip
+from tenure.protocol.errors import ConfigError, LeaseLost, StoreUnavailable
 from tenure.store import Store, open_store
 
 redis = pytest.importorskip("redis")
@@ -64,7 +66,7 @@ def test_two_prefixes_on_one_database_do_not_see_each_other(
     a = open_store(with_query(redis_url, f"prefix={prefix}-app-a"))
     b = open_store(with_query(redis_url, f"prefix={prefix}-app-b"))
     try:
-        lease = a.claim_lease(TEAM, "alice", 30.0, at_least=9)
+        lease = a.claim_lease(TEAM, "alice", 30.0, at_least=9, token=LEASE_TOKEN)
         a.join(TEAM, "m1", ttl=30.0)
         a.create_task(TEAM, "t1", epoch=lease.epoch, spec={"who": "a"})
         a.send(TEAM, "inbox", {"who": "a"})
@@ -78,7 +80,7 @@ def test_two_prefixes_on_one_database_do_not_see_each_other(
         assert b.events() == []
         assert b.teams() == []
         # The same names live on independently under the other prefix.
-        assert b.claim_lease(TEAM, "bob", 30.0).epoch == 1
+        assert b.claim_lease(TEAM, "bob", 30.0, token=LEASE_TOKEN).epoch == 1
         assert a.current_epoch(TEAM) == 10
         assert len(a.receive(TEAM, "inbox", consumer="c", visibility_timeout=30.0)) == 1
         assert [e.seq for e in b.events()] == [1]
@@ -94,7 +96,7 @@ def test_default_prefix_is_tenure_and_team_is_in_the_key(prefix: str, raw: Any) 
     team = f"org/{prefix}"  # a team of its own: the default prefix is shared by every run
     store = open_store(REDIS_URL)
     try:
-        store.claim_lease(team, "alice", 30.0)
+        store.claim_lease(team, "alice", 30.0, token=LEASE_TOKEN)
         assert f"tenure:{{{team}}}:team" in raw.keys(f"tenure:{{{team}}}:*")
         assert team in store.teams()
     finally:
@@ -163,7 +165,7 @@ def test_closed_port_raises_store_unavailable_not_a_redis_error() -> None:
     store = RedisStore.from_url("redis://:hunter2@127.0.0.1:1/0")
     calls = [
         store.now,
-        lambda: store.claim_lease(TEAM, "alice", 10.0),
+        lambda: store.claim_lease(TEAM, "alice", 10.0, token=LEASE_TOKEN),
         lambda: store.current_epoch(TEAM),
         lambda: store.send(TEAM, "q", {"i": 1}),
         lambda: store.receive(TEAM, "q", consumer="c", visibility_timeout=1.0),
@@ -191,13 +193,53 @@ def test_a_foreign_key_of_the_wrong_type_is_store_unavailable(
     with pytest.raises(StoreUnavailable):
         store.current_epoch(TEAM)
     with pytest.raises(StoreUnavailable):
-        store.claim_lease(TEAM, "alice", 10.0)
+        store.claim_lease(TEAM, "alice", 10.0, token=LEASE_TOKEN)
 
 
 def test_scripts_are_reloaded_after_script_flush(store: Store, raw: Any) -> None:
-    store.claim_lease(TEAM, "alice", 10.0)
+    store.claim_lease(TEAM, "alice", 10.0, token=LEASE_TOKEN)
     raw.script_flush()
-    assert store.claim_lease("team-b", "bob", 10.0).epoch == 1
+    assert store.claim_lease("team-b", "bob", 10.0, token=LEASE_TOKEN).epoch == 1
+
+
+# --- the lease's holder token ---------------------------------------------------------------
+
+
+def test_redis_keeps_the_tokens_hash_and_not_the_token(
+    store: Store, raw: Any, prefix: str
+) -> None:
+    lease = store.claim_lease(TEAM, "alice", 30.0, token=LEASE_TOKEN)
+    stored = raw.hgetall(f"{prefix}:{{team-a}}:team")
+    assert stored["token"] == hashlib.sha1(LEASE_TOKEN.encode()).hexdigest()
+    assert LEASE_TOKEN not in json.dumps(stored)
+    # the hash read out of Redis is no token: presented as one, it is refused
+    with pytest.raises(LeaseLost):
+        store.renew_lease(TEAM, "alice", lease.epoch, 30.0, token=stored["token"])
+    assert store.release_lease(TEAM, "alice", lease.epoch, token=stored["token"]) is False
+    assert store.release_lease(TEAM, "alice", lease.epoch, token=LEASE_TOKEN) is True
+    assert "token" not in raw.hgetall(f"{prefix}:{{team-a}}:team")
+
+
+def test_a_lease_written_before_tokens_can_be_ended_by_nobody(
+    store: Store, raw: Any, prefix: str
+) -> None:
+    """A lease an older Tenure wrote has no token hash: no token renews, proves or
+    releases it; it lapses by its TTL and a claim then takes over as usual."""
+    now = store.now()
+    key = f"{prefix}:{{team-a}}:team"
+    old = {"epoch": 4, "holder": "L1", "lease_epoch": 4, "ttl": "1.0"}
+    raw.hset(key, mapping={**old, "expires": int((now + 1.0) * 1e6), "claimed": int(now * 1e6)})
+    lease = store.current_lease(TEAM)
+    assert lease is not None and (lease.holder, lease.epoch) == ("L1", 4)
+    for token in (LEASE_TOKEN, "", hashlib.sha1(b"").hexdigest()):
+        assert store.release_lease(TEAM, "L1", 4, token=token) is False
+        with pytest.raises(LeaseLost):
+            store.renew_lease(TEAM, "L1", 4, 30.0, token=token)
+        with pytest.raises(LeaseLost):
+            store.prove_lease(TEAM, "L1", 4, "cHJvb2Y=", token=token)
+    assert store.current_lease(TEAM) == lease
+    time.sleep(max(0.0, lease.expires_at - store.now()) + 0.05)
+    assert store.claim_lease(TEAM, "L2", 30.0, token=LEASE_TOKEN).epoch == 5
 
 
 # --- the server's clock ------------------------------------------------------------------------
@@ -212,7 +254,7 @@ def test_now_and_ttls_use_the_server_clock(
     monkeypatch.setattr(time, "time", lambda: server - 3600.0)
     now = store.now()
     assert abs(now - server) < 2.0
-    lease = store.claim_lease(TEAM, "alice", 30.0)
+    lease = store.claim_lease(TEAM, "alice", 30.0, token=LEASE_TOKEN)
     assert lease.expires_at == pytest.approx(now + 30.0, abs=2.0)
     member = store.join(TEAM, "m1", ttl=10.0)
     assert member.joined_at == pytest.approx(now, abs=2.0)
