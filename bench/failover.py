@@ -107,11 +107,11 @@ def one_run(n: int, args: argparse.Namespace, stores: Stores, root: Path) -> Run
                         "leader",
                         str(plan),
                         *common,
-                        "--id",
+                        "--member",
                         name,
                         "--priority",
                         str(priority),
-                        "--ttl",
+                        "--lease-ttl",
                         str(args.ttl),
                     ],
                     run_dir.log(name),
@@ -135,7 +135,7 @@ def one_run(n: int, args: argparse.Namespace, stores: Stores, root: Path) -> Run
             for w in range(1, args.workers + 1):
                 name = f"w{w}"
                 procs[name] = spawn_member(
-                    ["worker", *common, "--team", team, "--id", name, "--exec", args.exec],
+                    ["worker", *common, "--team", team, "--member", name, "--exec", args.exec],
                     run_dir.log(name),
                     url,
                 )

@@ -2,7 +2,8 @@
 through a tree of sub-teams.
 
     .venv/bin/python bench/scale.py                      # short: 10 and 100, tree 2x50
-    .venv/bin/python bench/scale.py --sizes 10,100,1000 --tree 10x100 --json
+    .venv/bin/python bench/scale.py --quick              # smoke: flat 5, tree 2x5
+    .venv/bin/python bench/scale.py --sizes 1000 --tree 10x100 --rounds 3   # flat 1x1,000 and tree 10x100
 
 Every member is real: the leader is ``roles.Leader`` with its ``Conductor``, the
 followers are ``roles.Follower`` objects running the no-op executor through the
@@ -32,6 +33,7 @@ import json
 import multiprocessing
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -64,9 +66,9 @@ TIMING = LeaseTiming(ttl=10.0)
 class TimedConductor(Conductor):
     rounds: list[float] = []
 
-    def tick(self) -> bool:
+    def tick(self, wait: float = 0.0) -> bool:
         started = time.perf_counter()
-        busy = super().tick()
+        busy = super().tick(wait=wait)
         if busy:
             TimedConductor.rounds.append(time.perf_counter() - started)
         return busy
@@ -160,9 +162,9 @@ def run_leader(store: Store, plan: Plan, member: str = "leader") -> tuple[float,
 
     def body() -> None:
         cpu = time.thread_time()
-        outcome = leader.run(threading.Event())
+        outcome = leader.lead(threading.Event())
         measured["cpu"] = time.thread_time() - cpu
-        measured["ok"] = float(outcome == "finished")
+        measured["ok"] = float(outcome == "settled")
 
     started = time.perf_counter()
     thread = threading.Thread(target=body)
@@ -313,36 +315,117 @@ def tree(url: str, teams: int, per_team: int, tasks: int) -> dict[str, Any]:
     }
 
 
+SHAPE_KEYS = (
+    "wall_s", "tasks_per_s", "leader_cpu_ms_per_task", "busiest_leader_cpu_s",
+    "round_ms_p50", "round_ms_p99", "idle_wait_ms_p50", "idle_wait_ms_p99",
+)  # fmt: skip
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per shape: the median of each figure over rounds, with its range."""
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        runs = [r for r in rows if r["shape"] == shape]
+        row: dict[str, Any] = {
+            "shape": shape,
+            "followers": runs[0]["followers"],
+            "tasks": runs[0]["tasks"],
+            "rounds": len(runs),
+            "all_done": all(r["done"] == r["tasks"] for r in runs),
+        }
+        for key in SHAPE_KEYS:
+            values = [float(r[key]) for r in runs]
+            row[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        out.append(row)
+    return out
+
+
+def render(summary: list[dict[str, Any]], url: str) -> None:
+    table = Table(
+        title=f"leader scale on {url.split('://')[0]} ({os.cpu_count()} CPUs), "
+        "median of rounds (min-max)"
+    )
+    for col in ("shape", "followers", "tasks", *SHAPE_KEYS):
+        table.add_column(col, justify="left" if col == "shape" else "right")
+    for row in summary:
+        cells = [row["shape"], str(row["followers"]), str(row["tasks"])]
+        for key in SHAPE_KEYS:
+            v = row[key]
+            cells.append(
+                f"{v['median']:g}"
+                if row["rounds"] == 1
+                else f"{v['median']:g} ({v['min']:g}-{v['max']:g})"
+            )
+        table.add_row(*cells)
+    Console(width=None if sys.stdout.isatty() else 180).print(table)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", help="store URL (default: a fresh SQLite file)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--store", help="store URL (default: a fresh SQLite file per run)")
     parser.add_argument("--sizes", default="10,100", help="flat team sizes, comma-separated")
-    parser.add_argument("--tree", default="2x50", help="KxM: K sub-teams of M followers")
+    parser.add_argument(
+        "--tree", default="2x50", help="KxM: K sub-teams of M followers ('' for none)"
+    )
     parser.add_argument("--tasks-per-follower", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="one JSON object per run")
+    parser.add_argument("--rounds", type=int, default=1, help="each shape once per round")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke sizes: flat 5, tree 2x5, 1 task each"
+    )
+    parser.add_argument("--json", action="store_true", help="also print one JSON object per run")
+    parser.add_argument(
+        "--out", type=Path, help=f"where the JSON file goes (default: {RESULTS}/...)"
+    )
     args = parser.parse_args()
-    url = args.store or f"sqlite:///{Path(tempfile.mkdtemp()) / 'scale.db'}"
+    if args.quick:
+        args.sizes, args.tree, args.tasks_per_follower, args.rounds = "5", "2x5", 1, 1
+    if args.rounds < 1 or args.tasks_per_follower < 1:
+        parser.error("--rounds and --tasks-per-follower must be >= 1")
+    out = args.out or RESULTS / f"scale-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     timed_leaders()
-    rows = []
-    runs: list[Any] = [
-        lambda size=size: flat(url, size, size * args.tasks_per_follower)
-        for size in [int(s) for s in args.sizes.split(",") if s]
-    ]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    shapes: list[Any] = [("flat", size) for size in sizes]
     if args.tree:
         k, m = (int(x) for x in args.tree.lower().split("x"))
-        runs.append(lambda: tree(url, k, m, k * m * args.tasks_per_follower))
-    for run in runs:
-        rows.append(run())
-        if args.json:
-            print(json.dumps(rows[-1]), flush=True)
-    if args.json:
-        return
-    table = Table(title=f"leader scale on {url.split('://')[0]} ({os.cpu_count()} CPUs)")
-    for column in rows[0]:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    Console().print(table)
+        shapes.append(("tree", (k, m)))
+    rows: list[dict[str, Any]] = []
+    urls = []
+    for rnd in range(1, args.rounds + 1):
+        for kind, size in shapes if rnd % 2 else list(reversed(shapes)):
+            url = args.store or f"sqlite:///{Path(tempfile.mkdtemp()) / 'scale.db'}"
+            urls.append(url)
+            if kind == "flat":
+                row = flat(url, size, size * args.tasks_per_follower)
+            else:
+                k, m = size
+                row = tree(url, k, m, k * m * args.tasks_per_follower)
+            row["round"] = rnd
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                print(f"round {rnd} {row['shape']}: {row['tasks_per_s']} tasks/s", flush=True)
+    summary = summarize(rows)
+    render(summary, urls[0])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "scale",
+                "command": " ".join([".venv/bin/python", "bench/scale.py", *sys.argv[1:]]),
+                "store": urls[0].split("://")[0],
+                "loadavg_at_end": os.getloadavg(),
+                "summary": summary,
+                "runs": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"JSON written to {out}")
 
 
 if __name__ == "__main__":

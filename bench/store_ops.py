@@ -41,7 +41,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tenure.store import Store, open_store
+from tenure.store import Store, new_lease_token, open_store
 
 WARMUP_ITERATIONS = 20
 BARRIER_TIMEOUT = 120.0
@@ -73,9 +73,10 @@ class ClaimRenew(Operation):
     calls = 3
 
     def run(self) -> None:
-        lease = self.store.claim_lease(self.team, "bench", 30.0)
-        self.store.renew_lease(self.team, "bench", lease.epoch, 30.0)
-        self.store.release_lease(self.team, "bench", lease.epoch)
+        token = new_lease_token()
+        lease = self.store.claim_lease(self.team, "bench", 30.0, token=token)
+        self.store.renew_lease(self.team, "bench", lease.epoch, 30.0, token=token)
+        self.store.release_lease(self.team, "bench", lease.epoch, token=token)
 
 
 class FencedTransition(Operation):
@@ -83,7 +84,9 @@ class FencedTransition(Operation):
     calls = 1
 
     def setup(self) -> None:
-        self.epoch = self.store.claim_lease(self.team, "bench", 3600.0).epoch
+        self.epoch = self.store.claim_lease(
+            self.team, "bench", 3600.0, token=new_lease_token()
+        ).epoch
         self.version = self.store.create_task(
             self.team, "task", epoch=self.epoch, spec={"goal": "bench"}, state="running"
         ).version
@@ -107,7 +110,9 @@ class EffectBeginFinish(Operation):
     calls = 2
 
     def setup(self) -> None:
-        self.epoch = self.store.claim_lease(self.team, "bench", 3600.0).epoch
+        self.epoch = self.store.claim_lease(
+            self.team, "bench", 3600.0, token=new_lease_token()
+        ).epoch
 
     def run(self) -> None:
         self.n += 1

@@ -15,11 +15,18 @@ executed a warm-up task, since queue workers do not join). The start-up time is
 reported next to it. The measured interval, on the store clock, runs from just
 before the plan is handed over (registered, or enqueued) to the last task's
 ``done`` transition. Cells alternate within each round (the order is reversed
-every other round); figures are medians over rounds. Usage:
+every other round); figures are medians over rounds.
+
+Team and queue mode sign by default, as ``tenure run`` does: each cell makes a key
+directory for its team (``init_team``), the leader (team) or the enqueuer (queue)
+signs with the lead key and every worker with its own. ``--signing both`` runs each
+team/queue cell signed and ``--insecure`` in the same round and prints the ratio
+signed/unsigned (local mode has no keys and runs once). Usage:
 
     .venv/bin/python bench/throughput.py                       # 200 tasks, 3 rounds
     .venv/bin/python bench/throughput.py --modes team --workers 1,2 --rounds 1
     .venv/bin/python bench/throughput.py --store redis://127.0.0.1:6379/14 --flush
+    .venv/bin/python bench/throughput.py --modes team,queue --signing both  # the cost of keys
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from _common import (
 )
 from tenure.console.processes import stop_all
 from tenure.coord import LeaseTiming
+from tenure.coord.credentials import Credentials, init_team
 from tenure.executors.scripted import NoopExecutor
 from tenure.protocol import Plan, PlanTask
 from tenure.roles import Leader, LeaderConfig
@@ -75,6 +83,7 @@ class Sample:
     workers: int
     round: int
     tasks: int
+    signed: bool = False
     ok: bool = False
     error: str = ""
     startup: float | None = None  # spawn -> every worker ready (monotonic clock)
@@ -93,14 +102,17 @@ def make_plan(team: str, tasks: int, prefix: str = "t") -> Plan:
 
 
 def one_cell(
-    mode: str, workers: int, rnd: int, args: argparse.Namespace, stores: Stores, root: Path
+    cell: tuple[str, int, bool], rnd: int, args: argparse.Namespace, stores: Stores, root: Path
 ) -> Sample:
-    label = f"{mode}-w{workers}-r{rnd}"
+    mode, workers, signed = cell
+    label = f"{mode}-w{workers}-{'signed' if signed else 'insecure'}-r{rnd}"
     run_dir = RunDir(root, label)
     team = unique_team(f"tp-{mode}")
     url = stores.url_for(run_dir.path, label)
     plan = make_plan(team, args.tasks)
-    sample = Sample(mode, workers, rnd, args.tasks, load1=os.getloadavg()[0])
+    sample = Sample(mode, workers, rnd, args.tasks, signed, load1=os.getloadavg()[0])
+    keys = run_dir.path / "keys" if signed else None
+    lead = team_keys(keys, team, workers) if keys is not None else None
     procs: list[subprocess.Popen[bytes]] = []
     stop = threading.Event()
     watchdog = Watchdog(stop, args.timeout)
@@ -108,8 +120,8 @@ def one_cell(
         with open_store(url) as store:
             if mode != "local":
                 started = time.monotonic()
-                procs = spawn_workers(mode, workers, url, team, run_dir)
-                ready(mode, store, team, procs, args.timeout)
+                procs = spawn_workers(mode, workers, url, team, run_dir, keys)
+                ready(mode, store, team, procs, args.timeout, lead)
                 sample.startup = time.monotonic() - started
             watchdog.start(procs)
             t0 = store.now()
@@ -130,12 +142,13 @@ def one_cell(
                     timing=LeaseTiming(ttl=TTL),
                     state_dir=run_dir.state,
                     stale_grace=TTL,
+                    credentials=lead,
                 )
-                outcome = Leader(store, config, plan).run(stop)
+                outcome = Leader(store, config, plan).lead(stop)
             else:
-                enqueue_plan(store, plan)
+                enqueue_plan(store, plan, credentials=lead)
                 outcome = settle(store, team, stop)
-            if outcome != "finished":
+            if outcome != "settled":
                 raise RuntimeError(watchdog.why or f"ended {outcome}")
             measure(sample, store, plan, t0)
     except (TimeoutError, RuntimeError) as exc:
@@ -178,19 +191,33 @@ class Watchdog:
                 return
 
 
+def team_keys(keys: Path, team: str, workers: int) -> Credentials:
+    """Keys for the team and each worker, as ``tenure run`` makes them; the lead's."""
+    init_team(keys, team, [f"worker-{n}" for n in range(1, workers + 1)])
+    return Credentials.load(keys, team, "leader", "lead")
+
+
 def spawn_workers(
-    mode: str, workers: int, url: str, team: str, run_dir: RunDir
+    mode: str, workers: int, url: str, team: str, run_dir: RunDir, keys: Path | None
 ) -> list[subprocess.Popen[bytes]]:
     extra = ["--queue"] if mode == "queue" else []
+    extra += ["--keys", str(keys)] if keys is not None else ["--insecure"]
     common = ["--team", team, "--exec", "noop", "--state-dir", str(run_dir.state)]
     return [
-        spawn_member(["worker", *common, "--id", f"worker-{n}", *extra], run_dir.log(f"w{n}"), url)
+        spawn_member(
+            ["worker", *common, "--member", f"worker-{n}", *extra], run_dir.log(f"w{n}"), url
+        )
         for n in range(1, workers + 1)
     ]
 
 
 def ready(
-    mode: str, store: Store, team: str, procs: list[subprocess.Popen[bytes]], timeout: float
+    mode: str,
+    store: Store,
+    team: str,
+    procs: list[subprocess.Popen[bytes]],
+    timeout: float,
+    lead: Credentials | None,
 ) -> None:
     workers = len(procs)
     named = {f"worker-{n}": p for n, p in enumerate(procs, start=1)}
@@ -216,7 +243,7 @@ def ready(
             raise TimeoutError(f"queue workers not all ready after {timeout:g}s")
         if sum(t.state in OPEN_STATES for t in warm) < workers:
             made += 1
-            enqueue_plan(store, make_plan(team, 1, prefix=f"warm{made:03d}-"))
+            enqueue_plan(store, make_plan(team, 1, prefix=f"warm{made:03d}-"), credentials=lead)
         time.sleep(0.02)
     wait_for(
         "the warm-up to drain",
@@ -231,7 +258,7 @@ def ready(
 def settle(store: Store, team: str, stop: threading.Event) -> str:
     while not stop.is_set():
         if all(t.state not in OPEN_STATES for t in store.tasks(team)):
-            return "finished"
+            return "settled"
         stop.wait(0.1)
     return "stopped"
 
@@ -254,15 +281,19 @@ def measure(sample: Sample, store: Store, plan: Plan, t0: float) -> None:
 
 def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    cells = sorted({(s.mode, s.workers) for s in samples}, key=lambda c: (MODES.index(c[0]), c[1]))
-    for mode, workers in cells:
-        cell = [s for s in samples if (s.mode, s.workers) == (mode, workers)]
+    cells = sorted(
+        {(s.mode, s.workers, s.signed) for s in samples},
+        key=lambda c: (MODES.index(c[0]), c[1], not c[2]),
+    )
+    for mode, workers, signed in cells:
+        cell = [s for s in samples if (s.mode, s.workers, s.signed) == (mode, workers, signed)]
         ok = [s for s in cell if s.ok]
         rates = [s.throughput for s in ok if s.throughput is not None]
         rows.append(
             {
                 "mode": mode,
                 "workers": workers,
+                "signed": signed,
                 "runs": len(cell),
                 "ok": len(ok),
                 "tasks_per_s": median(rates),
@@ -276,14 +307,46 @@ def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_summary(rows: list[dict[str, Any]], tasks: int, rounds: int, kind: str) -> None:
+def signing_ratios(samples: list[Sample]) -> list[dict[str, Any]]:
+    """Signed over unsigned throughput for each (mode, workers), from runs of the same
+    round (a pair shares the machine's mood); the median over rounds."""
+    ratios: list[dict[str, Any]] = []
+    for mode, workers in sorted({(s.mode, s.workers) for s in samples if s.signed}):
+        pairs = []
+        for rnd in sorted({s.round for s in samples}):
+            by_kind = {
+                s.signed: s.throughput
+                for s in samples
+                if (s.mode, s.workers, s.round) == (mode, workers, rnd) and s.ok
+            }
+            signed, unsigned = by_kind.get(True), by_kind.get(False)
+            if signed and unsigned:
+                pairs.append(signed / unsigned)
+        ratios.append({"mode": mode, "workers": workers, "ratio": median(pairs), "pairs": pairs})
+    return ratios
+
+
+def print_summary(
+    rows: list[dict[str, Any]], ratios: list[dict[str, Any]], tasks: int, rounds: int, kind: str
+) -> None:
     table = Table(title=f"{tasks} no-op tasks per cell, median of {rounds} round(s), {kind} store")
-    for column in ("mode", "workers", "tasks/s", "min-max", "elapsed s", "ms/task", "start-up s"):
-        table.add_column(column, justify="left" if column == "mode" else "right")
+    columns = (
+        "mode",
+        "workers",
+        "keys",
+        "tasks/s",
+        "min-max",
+        "elapsed s",
+        "ms/task",
+        "start-up s",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("mode", "keys") else "right")
     for row in rows:
         table.add_row(
             str(row["mode"]),
             str(row["workers"]),
+            "signed" if row["signed"] else "-",
             f"[bold]{fmt(row['tasks_per_s'], 1)}[/]",
             f"{fmt(row['tasks_per_s_min'], 1)}-{fmt(row['tasks_per_s_max'], 1)}",
             fmt(row["elapsed_s"]),
@@ -291,6 +354,12 @@ def print_summary(rows: list[dict[str, Any]], tasks: int, rounds: int, kind: str
             fmt(row["startup_s"]),
         )
     console.print(table)
+    for ratio in ratios:
+        pairs = ", ".join(f"{r:.2f}" for r in ratio["pairs"])
+        console.print(
+            f"signed/unsigned {ratio['mode']} x{ratio['workers']}: "
+            f"[bold]{fmt(ratio['ratio'], 2)}[/] (rounds: {pairs or 'none'})"
+        )
 
 
 def main() -> None:
@@ -307,6 +376,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--flush", action="store_true", help="FLUSHDB the --store Redis database before each cell"
+    )
+    parser.add_argument(
+        "--signing",
+        choices=("on", "off", "both"),
+        default="on",
+        help="team/queue cells signed (the default of tenure run), --insecure, or both",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="per cell, seconds")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
@@ -326,19 +401,26 @@ def main() -> None:
     )
     console.print(host.line())
     root = bench_root(args.keep)
-    cells = [(m, n) for m in modes for n in counts]
+    signings = {"on": [True], "off": [False], "both": [True, False]}[args.signing]
+    cells = [
+        (m, n, signed)
+        for m in modes
+        for n in counts
+        for signed in (signings if m != "local" else [False])
+    ]
     samples: list[Sample] = []
     started = time.monotonic()
     for rnd in range(1, args.rounds + 1):
-        for mode, workers in cells if rnd % 2 else list(reversed(cells)):
-            s = one_cell(mode, workers, rnd, args, stores, root)
+        for cell in cells if rnd % 2 else list(reversed(cells)):
+            s = one_cell(cell, rnd, args, stores, root)
             samples.append(s)
             status = (
                 f"{s.throughput:7.1f} tasks/s in {s.elapsed:5.2f} s (start-up {fmt(s.startup)} s)"
                 if s.ok and s.throughput and s.elapsed
                 else f"[red]failed[/]: {s.error}"
             )
-            console.print(f"round {rnd} {mode:5s} x{workers}: {status}")
+            keys = "signed  " if s.signed else "insecure" if s.mode != "local" else "-       "
+            console.print(f"round {rnd} {s.mode:5s} x{s.workers} {keys}: {status}")
     if args.keep is None and all(s.ok for s in samples):
         import shutil
 
@@ -346,7 +428,8 @@ def main() -> None:
     elif not all(s.ok for s in samples):
         console.print(f"logs and stores of the failed runs are kept in {root}")
     rows = summarize(samples)
-    print_summary(rows, args.tasks, args.rounds, stores.kind)
+    ratios = signing_ratios(samples) if args.signing == "both" else []
+    print_summary(rows, ratios, args.tasks, args.rounds, stores.kind)
     report_end(
         console,
         started,
@@ -354,7 +437,11 @@ def main() -> None:
         benchmark="throughput",
         host=host,
         store_kind=stores.kind,
-        results={"summary": rows, "samples": [asdict(s) for s in samples]},
+        results={
+            "summary": rows,
+            "signing_ratios": ratios,
+            "samples": [asdict(s) for s in samples],
+        },
     )
     if not all(s.ok for s in samples):
         raise SystemExit(1)

@@ -38,6 +38,11 @@ def make_app(url: str) -> Celery:
     def noop() -> None:
         return None
 
+    @app.task(name="bench.sleep", shared=False)
+    def sleep(seconds: float) -> None:
+        """Slow I/O: a task that only waits."""
+        time.sleep(seconds)
+
     @app.task(name="bench.ready", shared=False)
     def ready() -> None:
         """Warm-up: says which worker process ran it (a short pause spreads these out)."""

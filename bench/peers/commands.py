@@ -48,11 +48,11 @@ LINE = re.compile(r'^(\d+\.\d+) \[(\d+) ([^\]]*)\] "([^"]*)"(?: "([^"]*)")?')
 
 def script_names() -> dict[str, str]:
     try:
-        from tenure.store.redis.scripts import PRELUDE, SCRIPTS
+        from tenure.store.redis.scripts import SCRIPTS, script_body
     except ImportError:
         return {}
     return {
-        hashlib.sha1((PRELUDE + body).encode()).hexdigest(): name for name, body in SCRIPTS.items()
+        hashlib.sha1(script_body(body).encode()).hexdigest(): name for name, body in SCRIPTS.items()
     }
 
 

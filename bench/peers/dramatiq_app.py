@@ -1,6 +1,6 @@
 """Dramatiq side of the benchmark: Redis broker, Results middleware on Redis.
 
-Workers: ``dramatiq dramatiq_app --processes N --threads 1`` (one command, N worker
+Workers: ``dramatiq dramatiq_app --processes N --threads T`` (one command, N worker
 processes). Messages are acked after the actor ran (Dramatiq's default). Completion
 is observed as the message's key in the Redis result backend (``store_results``).
 """
@@ -37,6 +37,12 @@ _ready_client: redis.Redis | None = None
 @dramatiq.actor(queue_name=QUEUE, store_results=True)
 def noop() -> None:
     return None
+
+
+@dramatiq.actor(queue_name=QUEUE, store_results=True, max_retries=0)
+def sleep(seconds: float) -> None:
+    """Slow I/O: a task that only waits."""
+    time.sleep(seconds)
 
 
 @dramatiq.actor(queue_name=QUEUE, store_results=True)

@@ -1,7 +1,9 @@
-"""Side-by-side queue throughput on one Redis: Celery, RQ, Dramatiq, a raw Streams
-loop (the ceiling), Tenure queue mode and Tenure team mode.
+"""Side-by-side queue throughput on one Redis: Celery, RQ, Dramatiq (one thread per
+process, and its default of eight), a raw Streams loop (the ceiling), Tenure queue
+mode and Tenure team mode.
 
     .venv/bin/python bench/peers/run.py --workers 2 4 --rounds 3 [--tasks 1000] [--json out.json]
+    .venv/bin/python bench/peers/run.py --quick        # a smoke run: 2 workers, 100 tasks, 1 round
 
 For each round, each worker count and each system in turn (the order rotates every
 round): claim an empty DB among 10-13 (marked with a token), start N worker processes,
@@ -47,7 +49,13 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from systems import PEERS, RAW, SYSTEMS, TENURE, Options, System  # noqa: E402
 
-DEFAULT_ORDER = ["celery", "rq", "rq-simple", "dramatiq", RAW, "tenure-queue", "tenure-team"]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
+from _memory import PeakRSS  # noqa: E402
+
+DEFAULT_ORDER = [
+    "celery", "rq", "rq-simple", "dramatiq", "dramatiq-default", RAW, "tenure-queue", "tenure-team",
+]  # fmt: skip
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,15 +82,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the results as JSON to FILE (or stdout with no FILE; the table goes to stderr)",
     )
     p.add_argument("--logs", type=Path, help="keep worker logs in this directory")
+    p.add_argument(
+        "--insecure", action="store_true", help="Tenure unsigned (default: signed, as tenure run)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="smoke sizes: 2 workers, 100 tasks, 10 warm, 1 round"
+    )
     args = p.parse_args(argv)
+    if args.quick:
+        args.workers, args.tasks, args.warm, args.rounds = [2], 100, 10, 1
+    if args.json is None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        args.json = str(RESULTS / f"noop-{stamp}.json")
     if args.rounds < 1 or args.tasks < 1 or any(w < 1 or w > 32 for w in args.workers):
         p.error("--rounds and --tasks must be >= 1, --workers between 1 and 32")
     return args
 
 
-def one_run(cls: type[System], opts: Options, tasks: int) -> dict[str, Any]:
+def one_run(
+    cls: type[System], opts: Options, tasks: int, *, memory: bool = False
+) -> dict[str, Any]:
     """Claim an empty DB, start, warm up, time, stop, flush; retried when someone else
-    flushed the DB during the run (other sessions share this Redis server)."""
+    flushed the DB during the run (other sessions share this Redis server). With
+    ``memory``, the workers' summed RSS is sampled while the clock runs."""
     for attempt in range(1, 4):
         db = claim_db()
         system = cls(opts, db)
@@ -90,22 +112,29 @@ def one_run(cls: type[System], opts: Options, tasks: int) -> dict[str, Any]:
             system.start()
             system.warm_up()
             system.prepare(tasks)
-            t0 = time.perf_counter()
-            system.submit()
-            enqueued = time.perf_counter()
-            t1 = system.tracker().wait(timeout=opts.timeout, what=cls.name, alive=system.alive)
+            sampler = PeakRSS(lambda s=system: [p.pid for p in s.procs]) if memory else None
+            with sampler or contextlib.nullcontext():
+                t0 = time.perf_counter()
+                system.submit()
+                enqueued = time.perf_counter()
+                t1 = system.tracker().wait(timeout=opts.timeout, what=cls.name, alive=system.alive)
             system.finish()
             if not still_ours(db):
                 raise Interference(f"DB {db} was flushed by someone else during the run")
             seconds = t1 - t0
-            return {
+            record = {
                 "seconds": seconds,
                 "rate": tasks / seconds,
                 "enqueue_seconds": enqueued - t0,
                 "not_done": len(getattr(system, "settled_not_done", [])),
                 "db": db,
                 "attempt": attempt,
+                "slots": getattr(system, "slots", opts.slots),
             }
+            if sampler is not None:
+                record["peak_rss_mb"] = round(sampler.peak_mb, 1)
+                record["sum_hwm_mb"] = round(sampler.hwm_mb, 1)
+            return record
         except BenchError as exc:
             if attempt == 3 or not (isinstance(exc, Interference) or not still_ours(db)):
                 raise
@@ -281,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             "warm": args.warm,
             "systems": args.systems,
             "dramatiq_worker_timeout_ms": args.dramatiq_worker_timeout,
+            "tenure_signed": not args.insecure,
         },
         "machine": machine(),
         "versions": versions(),
@@ -303,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                         timeout=args.timeout,
                         warm_tasks=args.warm,
                         dramatiq_worker_timeout_ms=args.dramatiq_worker_timeout,
+                        signed=not args.insecure,
                     )
                     probe = cls(opts, db=-1)
                     doc["systems"][name] = {"workers": probe.how, "completion": probe.completion}
@@ -335,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json == "-":
         print(json.dumps(doc, indent=2))
     elif args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
         console.print(f"JSON written to {args.json}")
     return 0 if all("error" not in r for r in doc["runs"]) else 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,9 @@ from common import (
     wait_until,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: _slots
+from _slots import concurrency_flags  # noqa: E402
+
 READY_KEY = "bench:ready"
 
 
@@ -43,6 +47,13 @@ class Options:
     timeout: float = 300.0
     warm_tasks: int = 50
     dramatiq_worker_timeout_ms: int = 100
+    slots: int = 1
+    """Tasks one worker process runs at once (Celery threads, Dramatiq threads, Tenure
+    ``--concurrency`` when the build has it); 1 is the no-op benchmark's setting."""
+    sleep: float = 0.0
+    """Seconds each task waits (``time.sleep``); 0 is a no-op task."""
+    signed: bool = True
+    """Tenure signs envelopes and results, as ``tenure run`` does (keys made per run)."""
 
 
 @dataclass
@@ -144,17 +155,26 @@ def _exists_check(db: int, key_of: Callable[[str], str]) -> Callable[[Sequence[s
 
 class CelerySystem(System):
     name = "celery"
-    how = (
-        "N x `celery worker --pool solo -c 1 --prefetch-multiplier 1 -O fair "
-        "--without-gossip --without-mingle --without-heartbeat`; acks_late"
-    )
     completion = "result key in the Redis result backend"
+
+    @property
+    def pool(self) -> str:
+        return "solo" if self.opts.slots == 1 else "threads"
+
+    @property
+    def how(self) -> str:  # type: ignore[override]
+        return (
+            f"N x `celery worker --pool {self.pool} -c {self.opts.slots} "
+            "--prefetch-multiplier 1 -O fair --without-gossip --without-mingle "
+            "--without-heartbeat`; acks_late"
+        )
 
     def start(self) -> None:
         for i in range(self.workers):
             argv = [
                 PYTHON, "-m", "celery", "-A", "celery_app", "worker",
-                "--pool", "solo", "--concurrency", "1", "--prefetch-multiplier", "1",
+                "--pool", self.pool, "--concurrency", str(self.opts.slots),
+                "--prefetch-multiplier", "1",
                 "-O", "fair", "--without-gossip", "--without-mingle", "--without-heartbeat",
                 "--loglevel", "WARNING", "-n", f"bench{i}@%h",
             ]  # fmt: skip
@@ -168,8 +188,11 @@ class CelerySystem(System):
         self.app.tasks["bench.ready"].apply_async()
 
     def submit(self) -> None:
-        send = self.app.tasks["bench.noop"].apply_async
-        self._ids = [send().id for _ in range(self._n)]
+        if self.opts.sleep:
+            send, args = self.app.tasks["bench.sleep"].apply_async, (self.opts.sleep,)
+        else:
+            send, args = self.app.tasks["bench.noop"].apply_async, ()
+        self._ids = [send(args).id for _ in range(self._n)]
 
     def stop(self) -> None:
         super().stop()
@@ -224,7 +247,7 @@ class RQSystem(System):
             pipe = r.pipeline(transaction=False)
             for i in ids:
                 pipe.hget(Job.key_for(i), "status")
-            return [s == "finished" for s in pipe.execute()]
+            return [s == "settled" for s in pipe.execute()]
 
         return Tracker(self._ids, check)
 
@@ -241,18 +264,23 @@ class RQSimpleSystem(RQSystem):
 class DramatiqSystem(System):
     name = "dramatiq"
     completion = "message key in the Redis results backend (Results middleware)"
+    default_threads: ClassVar[int | None] = None  # None: the run's slots (1 for no-op tasks)
+
+    @property
+    def threads(self) -> int:
+        return self.default_threads or self.opts.slots
 
     @property
     def how(self) -> str:  # type: ignore[override]
         return (
-            "1 x `dramatiq --processes N --threads 1` "
+            f"1 x `dramatiq --processes N --threads {self.threads}` "
             f"(dramatiq_worker_timeout={self.opts.dramatiq_worker_timeout_ms} ms)"
         )
 
     def start(self) -> None:
         argv = [
             PYTHON, "-m", "dramatiq", "dramatiq_app", "--processes", str(self.workers),
-            "--threads", "1", "--path", ".",
+            "--threads", str(self.threads), "--path", ".",
         ]  # fmt: skip
         env = {
             "BENCH_URL": self.url,
@@ -269,9 +297,12 @@ class DramatiqSystem(System):
         self.broker.enqueue(self.app.ready.message())
 
     def submit(self) -> None:
-        enqueue, message = self.broker.enqueue, self.app.noop.message
-        key = self.backend.build_message_key
-        self._ids = [key(enqueue(message())) for _ in range(self._n)]
+        enqueue, key = self.broker.enqueue, self.backend.build_message_key
+        if self.opts.sleep:
+            message, args = self.app.sleep.message, (self.opts.sleep,)
+        else:
+            message, args = self.app.noop.message, ()
+        self._ids = [key(enqueue(message(*args))) for _ in range(self._n)]
 
     def stop(self) -> None:
         super().stop()
@@ -280,6 +311,11 @@ class DramatiqSystem(System):
 
     def tracker(self) -> Tracker:
         return Tracker(self._ids, _exists_check(self.db, lambda k: k))
+
+
+class DramatiqDefaultSystem(DramatiqSystem):
+    name = "dramatiq-default"
+    default_threads = 8  # what `dramatiq` runs without --threads
 
 
 # --- raw Streams ceiling ----------------------------------------------------------------------
@@ -350,16 +386,33 @@ class _TenureBase(System):
         self.state_dir = self.opts.run_dir / f"{self.name}-w{self.workers}-state"
         self._batch = 0
         self.settled_not_done: list[tuple[str, str]] = []
+        self.lead = self._keys()
+        slot_flags, self.slots = concurrency_flags(self.opts.slots)
+        executor = f"sleep:{self.opts.sleep:g}" if self.opts.sleep else "noop"
         for i in range(self.workers):
             argv = [
                 *self.launcher(i), "worker", "--store", self.url, "--team", self.team,
-                "--exec", "noop", "--id", f"w{i}", "--state-dir", str(self.state_dir),
-                *self.worker_flags(),
+                "--exec", executor, "--member", f"w{i}", "--state-dir", str(self.state_dir),
+                *self.worker_flags(), *slot_flags, *self._key_flags(),
             ]  # fmt: skip
             self.procs.append(spawn(argv, log=self.log(f"{i}")))
 
     def worker_flags(self) -> list[str]:
         return []
+
+    def _keys(self) -> Any:
+        """The lead's credentials, with a key for every worker, as `tenure run` makes
+        them (None when the run is unsigned)."""
+        if not self.opts.signed:
+            return None
+        from tenure.coord.credentials import Credentials, init_team
+
+        self.keys_dir = self.opts.run_dir / f"{self.name}-w{self.workers}-keys"
+        init_team(self.keys_dir, self.team, [f"w{i}" for i in range(self.workers)])
+        return Credentials.load(self.keys_dir, self.team, "bench-leader", "lead")
+
+    def _key_flags(self) -> list[str]:
+        return ["--keys", str(self.keys_dir)] if self.opts.signed else ["--insecure"]
 
     def launcher(self, index: int) -> list[str]:
         """How worker ``index`` runs the ``tenure`` CLI (the profiler wraps it)."""
@@ -410,7 +463,7 @@ class TenureQueueSystem(_TenureBase):
     def submit(self) -> None:
         from tenure.roles.teams.queue import enqueue_plan
 
-        enqueue_plan(self.store, self.plan)
+        enqueue_plan(self.store, self.plan, credentials=self.lead)
 
     def _await_ready(self) -> None:
         """Warm-up batches until every worker has executed a task (its id as assignee)."""
@@ -437,6 +490,13 @@ class TenureTeamSystem(_TenureBase):
         self._stop = threading.Event()
         self._outcome: list[str] = []
 
+    def warm_up(self) -> None:
+        """Every worker joined; no warm-up batch. A team's register keeps the first plan
+        it ran (a later, different plan is superseded by it), so the timed plan must be
+        the team's first one."""
+        self._await_ready()
+        time.sleep(0.3)
+
     def _await_ready(self) -> None:
         def joined() -> bool:
             members = self.store.members(self.team)
@@ -455,12 +515,13 @@ class TenureTeamSystem(_TenureBase):
             timing=LeaseTiming(ttl=3.0),
             state_dir=self.state_dir,
             stale_grace=3.0,
+            credentials=self.lead,
         )
         leader = Leader(self.store, config, self.plan)
         self._stop = threading.Event()
         self._outcome = []
         self._leader = threading.Thread(
-            target=lambda: self._outcome.append(leader.run(self._stop)),
+            target=lambda: self._outcome.append(leader.lead(self._stop)),
             name="bench-leader",
             daemon=True,
         )
@@ -489,11 +550,12 @@ SYSTEMS: dict[str, type[System]] = {
         RQSystem,
         RQSimpleSystem,
         DramatiqSystem,
+        DramatiqDefaultSystem,
         RawSystem,
         TenureQueueSystem,
         TenureTeamSystem,
     )
 }
-PEERS = ("celery", "rq", "rq-simple", "dramatiq")
+PEERS = ("celery", "rq", "rq-simple", "dramatiq", "dramatiq-default")
 RAW = "raw-streams"
 TENURE = ("tenure-queue", "tenure-team")
