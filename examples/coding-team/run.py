@@ -9,11 +9,30 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+
+def _use_the_projects_venv() -> None:
+    """Run under the checkout's .venv when this Python lacks tenure (or what it needs), so
+    `python examples/.../run.py` works right after ./scripts/demo or ./scripts/test."""
+    try:
+        import tenure  # noqa: F401
+    except ModuleNotFoundError as missing:
+        venv = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"
+        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
+            os.execv(venv, [str(venv), *sys.argv])
+        sys.exit(
+            f"{missing}: install tenure first (./scripts/demo creates .venv; "
+            "then . .venv/bin/activate, or pip install -e .)"
+        )
+
+
+_use_the_projects_venv()
 
 HERE = Path(__file__).resolve().parent
 
@@ -64,7 +83,7 @@ def main() -> int:
         )
     argv = [
         sys.executable, "-m", "tenure", "code", str(HERE / "plan.yaml"),
-        "--repo", str(repo), "--agent", agent, "--workers", str(args.workers), "--run", "demo",
+        "--workdir", str(repo), "--agent", agent, "--workers", str(args.workers), "--run", "demo",
     ]  # fmt: skip
     if args.agent == "scripted":
         argv += ["--pass-env", "SCRIPTED_AGENT_SECONDS"]  # agents get an allowlisted env

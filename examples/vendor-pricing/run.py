@@ -22,7 +22,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-import tenure
+
+def _use_the_projects_venv() -> None:
+    """Run under the checkout's .venv when this Python lacks tenure (or what it needs), so
+    `python examples/.../run.py` works right after ./scripts/demo or ./scripts/test."""
+    try:
+        import tenure  # noqa: F401
+    except ModuleNotFoundError as missing:
+        venv = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"
+        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
+            os.execv(venv, [str(venv), *sys.argv])
+        sys.exit(
+            f"{missing}: install tenure first (./scripts/demo creates .venv; "
+            "then . .venv/bin/activate, or pip install -e .)"
+        )
+
+
+_use_the_projects_venv()
+
+import tenure  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -95,7 +113,9 @@ def summary(result: tenure.RunResult) -> None:
     """One line per task, then what the team's models spent."""
     for task_id, task in result.tasks.items():
         spent = f"{task.spend.tokens} tokens"
-        print(f"  {task_id:<16} {task.state:<8} {task.attempts} attempt(s)  {spent:<12}  {task.reason[:50]}")
+        print(
+            f"  {task_id:<16} {task.state:<8} {task.attempts} attempt(s)  {spent:<12}  {task.reason[:50]}"
+        )
     spend = result.spend
     print(f"spend: {spend.tokens} tokens, ${spend.cost_usd:.4f} in {spend.calls} call(s)")
     print(result)
