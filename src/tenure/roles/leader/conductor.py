@@ -19,13 +19,13 @@ from typing import Any
 
 from tenure.coord import ANYONE, Credentials, SignatureRefused
 from tenure.executors.paths import check_task_paths
-from tenure.protocol import Message, Plan, TenureError, idempotency_key
+from tenure.protocol import Message, Plan, TenureError
 from tenure.protocol.envelope import MAX_EPOCH_JUMP, Signature
-from tenure.protocol.errors import Conflict, LeaseLost, NotFound, ProtocolError, StaleEpoch
+from tenure.protocol.errors import Conflict, LeaseLost, ProtocolError, StaleEpoch
 from tenure.protocol.secrets import pinned
-from tenure.protocol.taskspec import AttemptData
+from tenure.roles.leader.dispatching import Dispatching
 from tenure.roles.leader.guard import Guard
-from tenure.roles.leader.hooks import HOLD, Dispatch, Hooks, LeaderHook, Stop, judged_in_store
+from tenure.roles.leader.hooks import Hooks, LeaderHook, Leading, judged_in_store
 from tenure.roles.leader.replan import ReplanHook, take_request
 from tenure.roles.leader.review import Judging, Reviewer
 from tenure.roles.member.wire import (
@@ -34,7 +34,6 @@ from tenure.roles.member.wire import (
     WORK_CAPABILITY,
     Mailbox,
     crash_line,
-    envelope_for,
     give_back,
     read_delivery,
 )
@@ -57,9 +56,8 @@ from tenure.roles.register.revision import (
     plan_digest,
     record_revision,
 )
-from tenure.roles.register.spend import last_worker, stuck_workers
 from tenure.store import Delivery, Member, Store, TaskRecord
-from tenure.store.staged import StagedStore, Unstageable
+from tenure.store.staged import StagedStore
 from tenure.store.writes import Ack, Write
 from tenure.verify import Trust
 
@@ -67,7 +65,7 @@ REPLAN_LOOK = 0.2  # seconds between looks for a replan request
 CLOCK_READ = 1.0  # seconds between reads of the store's clock
 
 
-class Conductor(Judging):
+class Conductor(Dispatching, Judging):
     def __init__(
         self,
         store: Store,
@@ -106,6 +104,10 @@ class Conductor(Judging):
         self._replan_looked = float("-inf")
 
     # --- the context hooks see ----------------------------------------------------------
+
+    @property
+    def leading(self) -> Leading:
+        return self
 
     def epoch(self) -> int:
         return self._epoch()
@@ -307,11 +309,11 @@ class Conductor(Judging):
         that cannot be judged here stops the lot: they are then judged one at a time."""
         tasks = [self.view.get(m.body.task_id) for m, _ in results if m.type == "task.result"]
         try:
-            with self._staged([t for t in tasks if t is not None]) as staged:
+            with self.staging([t for t in tasks if t is not None]) as staged:
                 for message, _ in results:
                     self._on_message(message)
             acks = [Ack(LEADER_QUEUE, delivery.message_id) for _, delivery in results]
-            self._commit(staged, *acks)
+            self.commit_staging(staged, *acks)
         except (LeaseLost, StaleEpoch):
             raise
         except Exception:  # noqa: BLE001 - nothing was written: each is judged again, alone
@@ -319,9 +321,9 @@ class Conductor(Judging):
         return True
 
     @contextmanager
-    def _staged(self, tasks: Sequence[Task] = ()) -> Iterator[StagedStore]:
+    def staging(self, tasks: Sequence[Task] = ()) -> Iterator[StagedStore]:
         """The leader writing to a ``StagedStore`` in this block (its register, mailbox
-        and log, as its hooks see them too): ``_commit`` then makes the writes at once."""
+        and log, as its hooks see them too): ``commit_staging`` then makes the writes at once."""
         real = (self.store, self.register, self.mailbox)
         staged = StagedStore(real[0], now=self.now, tasks=[t.record for t in tasks])
         self.store, self.register, self.mailbox = staged, real[1].on(staged), real[2].on(staged)
@@ -330,7 +332,7 @@ class Conductor(Judging):
         finally:
             self.store, self.register, self.mailbox = real
 
-    def _commit(self, staged: StagedStore, *more: Write) -> None:
+    def commit_staging(self, staged: StagedStore, *more: Write) -> None:
         """Make a staged block's writes; the view learns the tasks as written."""
         for answer in staged.commit_staged(self.team, *more):
             if isinstance(answer, TaskRecord):
@@ -439,55 +441,6 @@ class Conductor(Judging):
             self._doubted[member] = reported
             self.event("security.epoch_refused", {"member": member, "reported": reported})
 
-    def dispatch_ready(self, tasks: list[Task] | None = None) -> bool:
-        """Send every queued task whose dependencies are done to a worker with a free
-        slot. A worker runs up to its ``slots`` attempts at once; each attempt the
-        register holds as its own (queued or running: sent, its result not in yet)
-        fills one, so a worker is never sent more than it has slots for.
-
-        The round's dispatches — each attempt's write, envelope and event — go in one
-        commit when every hook keeps to the store; a refused commit (a task changed
-        meanwhile) wrote nothing, and they go again one call at a time."""
-        tasks = self.view.tasks() if tasks is None else tasks
-        if not self.hooks.stageable:
-            return self._dispatch_ready(tasks)
-        try:
-            with self._staged([t for t in tasks if t.state == "queued"]) as staged:
-                sent = self._dispatch_ready(tasks)
-            if staged.writes:
-                self._commit(staged)
-        except (Conflict, NotFound, Unstageable):
-            return self._dispatch_ready(self.view.tasks())
-        return sent
-
-    def _dispatch_ready(self, tasks: list[Task]) -> bool:
-        done = {t.task_id for t in tasks if t.is_done}
-        workers = self.workers()
-        load = dict.fromkeys(workers, 0)
-        for t in tasks:
-            if t.state in ("queued", "running") and t.assignee in load:
-                load[t.assignee] += 1
-        stuck = stuck_workers(tasks)
-        sent = False
-        for task in tasks:
-            if all(load[w] >= m.slots for w, m in workers.items()):
-                break  # every slot is taken: nothing more can be dispatched this round
-            if task.state != "queued" or task.assignee or task.problem:
-                continue
-            if not set(task.spec.depends_on) <= done:
-                continue
-            admission = self.hooks.before_dispatch(self, task)
-            if admission == HOLD:
-                continue
-            if isinstance(admission, Stop):
-                self.reviewer.fail(task, admission.reason, by=admission.by)
-                continue
-            worker = self._pick(task, workers, load, stuck)
-            if worker is not None and self.dispatch(task, worker):
-                load[worker] += 1
-                sent = True
-        return sent
-
     def finished(self) -> bool:
         """True when no task can make progress without a person (``plan_settled``), no
         hook has work left to do for a settled register, and no replan is waiting."""
@@ -496,78 +449,3 @@ class Conductor(Judging):
         if not plan_settled(tasks) or self.hooks.on_settled(self, tasks):
             return False
         return pending_request(self.store, self.team, self._revision) is None  # new work?
-
-    # --- sending ------------------------------------------------------------------------
-
-    def dispatch(self, task: Task, worker: str, data: AttemptData | None = None) -> bool:
-        """A new attempt of queued ``task``, assigned to ``worker``, and its envelope sent."""
-        # the view has read the log this far: the attempt's own events all come later
-        base = (data or task.data).with_(dispatched_at=self.now(), dispatched_seq=self.view.seq)
-        plan = Dispatch(task, worker, base, new=True)
-        self.hooks.on_dispatch(self, plan)
-        try:
-            record = self.register.move(
-                task, "queued", assignee=worker, attempt=task.attempt + 1, data=plan.data
-            )
-        except Conflict:
-            return False  # changed under us (a racing leader): the next round sees it
-        self._send(record, plan)
-        return True
-
-    def send(self, task: Task) -> None:
-        """(Re)send the envelope of the task's current attempt to its assignee."""
-        assert task.assignee is not None
-        plan = Dispatch(task, task.assignee, task.data, new=False)
-        self.hooks.on_dispatch(self, plan)
-        self._send(task, plan)
-
-    def _send(self, task: Task, plan: Dispatch) -> None:
-        try:
-            deps = {}
-            for dep in task.spec.depends_on:  # as the view has it (read if not), checked
-                known = self.view.get(dep)
-                done = known if known is not None else self.register.get(dep)
-                if not done.is_done:
-                    raise ProtocolError(f"depends_on.{dep}", f"done, not {done.problem or done.state}")
-                deps[dep] = (done.result or {}).get("artifact")
-            envelope = envelope_for(
-                task,
-                epoch=self.epoch(),
-                assignee=plan.worker,
-                dependencies=deps,
-                budget=plan.budget,
-                extra_input=plan.input,
-            )
-            self.mailbox.assign(envelope)
-        except ProtocolError as exc:
-            # a register entry no worker could be sent, or an envelope over the body
-            # limit (its dependencies' artifacts, say): it goes to a person
-            self.reviewer.block(task, f"cannot build its envelope: {exc}")
-            return
-        key = idempotency_key(task.task_id, task.attempt)
-        self.event(
-            "task.dispatched", {"task_id": task.task_id, "assignee": plan.worker, "key": key}
-        )
-
-    def _pick(
-        self, task: Task, workers: dict[str, Member], load: dict[str, int], stuck: set[str]
-    ) -> str | None:
-        """A worker with a free slot able to do ``task``. A retry goes to another worker
-        than the one that ran the last attempt, and any attempt to a worker not still busy
-        with an attempt the leader gave up on (``stuck``), while such a worker has room;
-        then by priority, then to the one with the fewest attempts in hand."""
-        need = task.spec.capability
-        room = [
-            m
-            for m in workers.values()
-            if load[m.member_id] < m.slots and (need is None or need in m.capabilities)
-        ]
-        if not room:
-            return None
-        last = last_worker(task)
-
-        def rank(m: Member) -> tuple[bool, bool, int, int, str]:
-            held = load[m.member_id]
-            return (m.member_id == last, m.member_id in stuck, -m.priority, held, m.member_id)
-
-        return min(room, key=rank).member_id
