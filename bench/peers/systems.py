@@ -247,7 +247,7 @@ class RQSystem(System):
             pipe = r.pipeline(transaction=False)
             for i in ids:
                 pipe.hget(Job.key_for(i), "status")
-            return [s == "settled" for s in pipe.execute()]
+            return [s == "finished" for s in pipe.execute()]
 
         return Tracker(self._ids, check)
 
