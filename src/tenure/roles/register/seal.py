@@ -285,15 +285,21 @@ def check(record: TaskRecord, credentials: Credentials, *, queue: bool = False) 
     key = (record.team, record.task_id, record.version, seal.sig, credentials.lead_fingerprint)
     if key in _SEALED:
         return None
-    try:
-        signer = credentials.verify(
-            SEAL, seal_body(After.of(record)), seal, by=_sealers(record, queue)
-        )
-    except SignatureRefused as exc:
-        started = _started_from(record, seal, credentials, queue)
-        if started is None:
-            return Refusal(seal.by, str(exc))
-        signer = started
+    # a running record's seal is, as a rule, the one of the record just before it (its
+    # start was made from that, and no member signs its start): that is tried first, as
+    # each failed try is a whole signature check; the same seals are accepted either way
+    candidates = started(record, queue)  # nearest first
+    split = sum(b.version == record.version - 1 for b in candidates) if record.state == "running" else 0
+    signer = _signer_among(candidates[:split], seal, credentials, queue)
+    if signer is None:
+        try:
+            signer = credentials.verify(
+                SEAL, seal_body(After.of(record)), seal, by=_sealers(record, queue)
+            )
+        except SignatureRefused as exc:
+            signer = _signer_among(candidates[split:], seal, credentials, queue)
+            if signer is None:
+                return Refusal(seal.by, str(exc))
     if signer != LEAD and not queue:
         refused = _granted(record, signer, credentials)
         if refused:
@@ -317,16 +323,18 @@ def started(record: TaskRecord, queue: bool) -> list[After]:
     found = []
     for back in range(1, min(STARTS, record.version - 1) + 1):
         queued = replace(After.of(record), state="queued", version=record.version - back)
-        found += [queued, *([replace(queued, assignee=None)] if queue else [])]
+        # in queue mode the enqueuer seals a task nobody holds: that record comes first
+        found += [replace(queued, assignee=None), queued] if queue else [queued]
         found.append(replace(queued, state="running"))
     return found
 
 
-def _started_from(
-    record: TaskRecord, seal: Signature, credentials: Credentials, queue: bool
+def _signer_among(
+    candidates: list[After], seal: Signature, credentials: Credentials, queue: bool
 ) -> str | None:
-    """Who sealed the record ``record``'s start was made from, if its seal is theirs."""
-    for before in started(record, queue):
+    """Who sealed the one of ``candidates`` (records ``record``'s start could have been
+    made from) that ``seal`` is a seal of, if any."""
+    for before in candidates:
         try:
             return credentials.verify(SEAL, seal_body(before), seal, by=_sealers_of(before, queue))
         except SignatureRefused:
