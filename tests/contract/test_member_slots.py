@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenure.protocol.errors import ProtocolError
-from tenure.protocol.limits import MAX_SLOTS
+from tenure.protocol.limits import MAX_PRIORITY, MAX_SLOTS
 from tenure.store import Store
 
 from ._support import TEAM, last_seq
@@ -66,6 +66,20 @@ def test_join_with_bad_slots_is_refused_and_changes_nothing(store: Store, slots:
     assert caught.value.field == "slots"
     assert store.members(TEAM) == []
     assert last_seq(store, TEAM) == before
+
+
+@pytest.mark.parametrize("priority", [2**63, -(2**63) - 1, MAX_PRIORITY + 1, True, 1.5, "1"])
+def test_join_with_a_priority_no_backend_keeps_is_refused_and_changes_nothing(
+    store: Store, priority: object
+) -> None:
+    before = last_seq(store, TEAM)
+    with pytest.raises(ProtocolError) as caught:
+        store.join(TEAM, "m1", ttl=10.0, priority=priority)  # type: ignore[arg-type]
+    assert caught.value.field == "priority"
+    assert store.members(TEAM) == []
+    assert last_seq(store, TEAM) == before
+    store.join(TEAM, "m1", ttl=10.0, priority=-MAX_PRIORITY)  # the bounds themselves are kept
+    assert [m.priority for m in store.members(TEAM)] == [-MAX_PRIORITY]
 
 
 @pytest.mark.parametrize("free", [-1, True, 1.5])

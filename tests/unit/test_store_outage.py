@@ -270,8 +270,9 @@ def test_a_redis_restarted_without_its_data_is_noticed(
 
 
 def test_a_bad_patience_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(PATIENCE_VAR, "soon")
-    with pytest.raises(ConfigError, match=f"{PATIENCE_VAR}: a positive number of seconds"):
-        patience_from_env()
+    for bad in ("soon", "0", "-1", "inf", "nan", "1e9"):  # a wait must end
+        monkeypatch.setenv(PATIENCE_VAR, bad)
+        with pytest.raises(ConfigError, match=f"{PATIENCE_VAR}: a positive number of seconds"):
+            patience_from_env()
     monkeypatch.setenv(PATIENCE_VAR, "12.5")
     assert patience_from_env() == 12.5

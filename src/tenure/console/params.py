@@ -19,7 +19,7 @@ import typer
 
 from tenure.protocol.errors import ConfigError, ProtocolError
 from tenure.protocol.ids import check_task_id, check_team
-from tenure.protocol.limits import MAX_SLOTS
+from tenure.protocol.limits import MAX_PRIORITY, MAX_SLOTS, MIN_PRIORITY
 from tenure.store.address import parse_store_url
 
 MIN_TTL = 0.5
@@ -31,9 +31,6 @@ MAX_TTL = 3600.0
 MAX_WAIT = 7 * 24 * 3600.0
 """Seconds. The longest wait or timeout a flag sets (a visibility timeout, a wait for a
 leader, a refresh): a week."""
-MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
-"""``--priority``: a preference, highest first; a million steps either way is plenty and
-every backend keeps it exactly."""
 MAX_INT = 2**63 - 1
 """The largest count or sequence number a flag takes: what a store keeps in 64 bits."""
 

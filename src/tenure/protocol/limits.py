@@ -38,6 +38,9 @@ MAX_EVENT_BYTES = 64 * 1024
 """Largest event data, as compact UTF-8 JSON."""
 MAX_SLOTS = 256
 """Most attempts one member runs at once (``--concurrency``), as it joins its team."""
+MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
+"""A member's priority (``--priority``): a preference, highest first; a million steps
+either way is plenty and every backend keeps it exactly."""
 
 LIMITS: dict[str, int] = {
     "MAX_BODY_BYTES": MAX_BODY_BYTES,
@@ -52,6 +55,7 @@ LIMITS: dict[str, int] = {
     "MAX_TASK_BYTES": MAX_TASK_BYTES,
     "MAX_EVENT_BYTES": MAX_EVENT_BYTES,
     "MAX_SLOTS": MAX_SLOTS,
+    "MAX_PRIORITY": MAX_PRIORITY,
 }
 
 

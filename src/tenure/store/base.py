@@ -73,7 +73,7 @@ from tenure.protocol.errors import (
     StaleEpoch,
     StoreError,
 )
-from tenure.protocol.limits import MAX_SLOTS
+from tenure.protocol.limits import MAX_PRIORITY, MAX_SLOTS, MIN_PRIORITY
 from tenure.store.payload import check_event_data, payload_text
 from tenure.store.records import (
     ALLOWED_TRANSITIONS,
@@ -636,6 +636,20 @@ def check_slots(slots: Any) -> int:
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS:
         raise ProtocolError("slots", f"a whole number from 1 to {MAX_SLOTS}, got {slots!r}")
     return slots
+
+
+def check_priority(priority: Any) -> int:
+    """A member's priority as every backend keeps it exactly: a whole number from
+    ``MIN_PRIORITY`` to ``MAX_PRIORITY``; anything else is refused before it is written."""
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not MIN_PRIORITY <= priority <= MAX_PRIORITY
+    ):
+        raise ProtocolError(
+            "priority", f"a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}"
+        )
+    return priority
 
 
 def check_free(free_slots: Any) -> int | None:

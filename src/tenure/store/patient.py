@@ -36,6 +36,7 @@ from tenure.store.writes import AttemptStart, Write
 T = TypeVar("T")
 PATIENCE_VAR = "TENURE_STORE_PATIENCE"
 DEFAULT_PATIENCE = 300.0
+MAX_PATIENCE = 7 * 24 * 3600.0
 """Seconds a member waits for an unreachable store before it gives up (exit status 4)."""
 IDENTITY_EVERY = 1.0
 OUTAGE_EVENT = "member.store_outage"
@@ -52,8 +53,11 @@ def patience_from_env() -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise ConfigError(f"{PATIENCE_VAR}: a positive number of seconds, got {raw!r}")
+    if not 0 < value <= MAX_PATIENCE:  # NaN and infinity too: a wait must end
+        raise ConfigError(
+            f"{PATIENCE_VAR}: a positive number of seconds, at most {MAX_PATIENCE:g} "
+            f"(a week), got {raw!r}"
+        )
     return value
 
 

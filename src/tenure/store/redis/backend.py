@@ -11,6 +11,7 @@ from tenure.protocol.errors import Conflict, LeaseLost, NotFound, StoreError
 from tenure.store.base import (
     check_epoch,
     check_free,
+    check_priority,
     check_proof,
     check_slots,
     check_token,
@@ -132,6 +133,7 @@ class RedisStore(MessagesMixin, RegisterMixin, WritesMixin, RedisBase):
         check_epoch("highest_epoch", highest_epoch)
         ttl_us = micros("ttl", ttl)
         check_slots(slots)
+        check_priority(priority)
         check_free(free_slots)
         free = slots if free_slots is None else min(free_slots, slots)
         caps = tuple(sorted(set(capabilities)))

@@ -12,6 +12,7 @@ from tenure.protocol.errors import Conflict, LeaseLost, NotFound
 from tenure.store.base import (
     check_epoch,
     check_free,
+    check_priority,
     check_proof,
     check_slots,
     check_token,
@@ -166,6 +167,7 @@ class SQLiteStore(MessagesMixin, RegisterMixin, SQLiteBase):
         check_epoch("highest_epoch", highest_epoch)
         positive("ttl", ttl)
         check_slots(slots)
+        check_priority(priority)
         check_free(free_slots)
         free = slots if free_slots is None else min(free_slots, slots)
         caps = tuple(sorted(set(capabilities)))
