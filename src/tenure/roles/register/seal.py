@@ -288,16 +288,16 @@ def check(record: TaskRecord, credentials: Credentials, *, queue: bool = False) 
     # a running record's seal is, as a rule, the one of the record just before it (its
     # start was made from that, and no member signs its start): that is tried first, as
     # each failed try is a whole signature check; the same seals are accepted either way
-    candidates = started(record, queue)  # nearest first
-    split = sum(b.version == record.version - 1 for b in candidates) if record.state == "running" else 0
-    signer = _signer_among(candidates[:split], seal, credentials, queue)
+    nearest = started(record, queue, back=1) if record.state == "running" else []
+    signer = _signer_among(nearest, seal, credentials, queue)
     if signer is None:
         try:
             signer = credentials.verify(
                 SEAL, seal_body(After.of(record)), seal, by=_sealers(record, queue)
             )
         except SignatureRefused as exc:
-            signer = _signer_among(candidates[split:], seal, credentials, queue)
+            farther = started(record, queue)[len(nearest) :]
+            signer = _signer_among(farther, seal, credentials, queue)
             if signer is None:
                 return Refusal(seal.by, str(exc))
     if signer != LEAD and not queue:
@@ -313,16 +313,17 @@ STARTS = 8
 a restart, or in queue mode one taker after another whose holder died)."""
 
 
-def started(record: TaskRecord, queue: bool) -> list[After]:
+def started(record: TaskRecord, queue: bool, *, back: int = STARTS) -> list[After]:
     """The records a member's start of ``record``'s attempt (or the undoing of one: a
     member that stopped, or refused what it began) could have been made from, up to
-    ``STARTS`` versions before: ``queued`` or ``running`` with the record's assignee (in
-    queue mode also with none: the taker named itself, or gave the task back)."""
+    ``back`` (at most ``STARTS``) versions before, nearest first: ``queued`` or
+    ``running`` with the record's assignee (in queue mode also with none: the taker
+    named itself, or gave the task back)."""
     if record.state not in ("queued", "running"):
         return []
     found = []
-    for back in range(1, min(STARTS, record.version - 1) + 1):
-        queued = replace(After.of(record), state="queued", version=record.version - back)
+    for behind in range(1, min(back, STARTS, record.version - 1) + 1):
+        queued = replace(After.of(record), state="queued", version=record.version - behind)
         # in queue mode the enqueuer seals a task nobody holds: that record comes first
         found += [replace(queued, assignee=None), queued] if queue else [queued]
         found.append(replace(queued, state="running"))
