@@ -291,7 +291,7 @@ OTHER_TOKEN = "another-holders-token-0123"
 
 
 def _wrong_tokens() -> list[object]:
-    from tenure.store.base import token_hash
+    from tenure.store.rules import token_hash
 
     return [OTHER_TOKEN, "", None, 42, LEASE_TOKEN + "x", LEASE_TOKEN.upper(),
             token_hash(LEASE_TOKEN)]  # fmt: skip

@@ -1,14 +1,6 @@
 """The state every member shares: leases, members, tasks, effects, messages, events."""
 
-from tenure.store.base import (
-    DEFAULT_MAX_DELIVERIES,
-    UNSET,
-    Store,
-    check_cas,
-    check_epoch,
-    new_lease_token,
-    next_epoch,
-)
+from tenure.store.base import DEFAULT_MAX_DELIVERIES, UNSET, Store
 from tenure.store.clock import ManualClock
 from tenure.store.records import (
     ALLOWED_TRANSITIONS,
@@ -22,6 +14,7 @@ from tenure.store.records import (
     TaskRecord,
     TaskState,
 )
+from tenure.store.rules import check_cas, check_epoch, new_lease_token, next_epoch
 from tenure.store.url import DEFAULT_URL, default_url, open_store
 
 __all__ = [

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.protocol.errors import StoreError
-from tenure.store.base import UNSET, Store, check_cas, check_epoch
+from tenure.store.base import UNSET, Store
 from tenure.store.payload import check_event_data, payload_text
 from tenure.store.records import (
     Delivery,
@@ -33,6 +33,7 @@ from tenure.store.records import (
     TaskRecord,
     TaskState,
 )
+from tenure.store.rules import check_cas, check_epoch
 from tenure.store.writes import (
     MOVE_FIELDS,
     Ack,

@@ -7,7 +7,11 @@ from dataclasses import replace
 from typing import Any, TypeGuard
 
 from tenure.protocol.errors import Conflict, LeaseLost, NotFound
-from tenure.store.base import (
+from tenure.store.memory.core import MemoryBase, positive
+from tenure.store.memory.messages import MessagesMixin
+from tenure.store.memory.register import RegisterMixin
+from tenure.store.records import Lease, Member
+from tenure.store.rules import (
     check_epoch,
     check_free,
     check_priority,
@@ -20,10 +24,6 @@ from tenure.store.base import (
     token_hash,
     token_matches,
 )
-from tenure.store.memory.core import MemoryBase, positive
-from tenure.store.memory.messages import MessagesMixin
-from tenure.store.memory.register import RegisterMixin
-from tenure.store.records import Lease, Member
 
 
 class MemoryStore(MessagesMixin, RegisterMixin, MemoryBase):

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.base import DEFAULT_MAX_DELIVERIES
 from tenure.store.memory.core import MemoryBase, dumps, positive
 from tenure.store.memory.state import EventRow, MessageRow
 from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
+from tenure.store.rules import check_epoch, check_wait
 
 RECHECK = 0.05
 """Seconds a waiting receive goes without looking when nothing was sent: how late it

@@ -7,10 +7,11 @@ from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound, ProtocolError
 from tenure.protocol.secrets import redact_text
-from tenure.store.base import UNSET, check_cas, check_epoch
+from tenure.store.base import UNSET
 from tenure.store.memory.core import MemoryBase, dumps, loads, positive
 from tenure.store.memory.state import EffectRow, TaskRow
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
+from tenure.store.rules import check_cas, check_epoch
 
 _QUIET_FIELDS = ("data", "spec")
 """Fields whose values ``task.transition`` leaves out (a replaced spec is noted, not copied)."""

@@ -8,7 +8,12 @@ from typing import Any
 
 from tenure.protocol.envelope import MAX_EPOCH, MAX_EPOCH_JUMP
 from tenure.protocol.errors import Conflict, LeaseLost, NotFound, StoreError
-from tenure.store.base import (
+from tenure.store.records import Lease, Member
+from tenure.store.redis.core import RedisBase, at, dumps, micros
+from tenure.store.redis.messages import MessagesMixin
+from tenure.store.redis.register import RegisterMixin
+from tenure.store.redis.writes import WritesMixin
+from tenure.store.rules import (
     check_epoch,
     check_free,
     check_priority,
@@ -18,11 +23,6 @@ from tenure.store.base import (
     jump_refused,
     taken,
 )
-from tenure.store.records import Lease, Member
-from tenure.store.redis.core import RedisBase, at, dumps, micros
-from tenure.store.redis.messages import MessagesMixin
-from tenure.store.redis.register import RegisterMixin
-from tenure.store.redis.writes import WritesMixin
 
 
 class RedisStore(MessagesMixin, RegisterMixin, WritesMixin, RedisBase):

@@ -10,10 +10,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.base import DEFAULT_MAX_DELIVERIES
 from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
 from tenure.store.redis.core import RedisBase, at, dumps, micros
+from tenure.store.rules import check_epoch, check_wait
 from tenure.store.writes import Ack
 
 _STREAM_ID = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")

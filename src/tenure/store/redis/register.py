@@ -7,11 +7,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
-from tenure.store.base import UNSET, check_epoch
+from tenure.store.base import UNSET
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
 from tenure.store.redis.core import RedisBase, at, dumps, micros
 from tenure.store.redis.scripts import TASK_FIELDS
 from tenure.store.redis.writes import task_record
+from tenure.store.rules import check_epoch
 from tenure.store.writes import Move, Record
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from tenure.protocol.errors import Conflict, NotFound, ProtocolError, StaleEpoch
 from tenure.protocol.secrets import redact_text
-from tenure.store.base import UNSET, check_epoch, check_expected, check_move
+from tenure.store.base import UNSET
 from tenure.store.payload import check_event_data, payload_text
 from tenure.store.records import EffectTicket, TaskRecord
 from tenure.store.redis.core import RedisBase, at, dumps, micros
+from tenure.store.rules import check_epoch, check_expected, check_move
 from tenure.store.writes import Ack, AttemptStart, Expect, Move, Note, Record, Write
 
 NULLABLE = ("assignee", "result")

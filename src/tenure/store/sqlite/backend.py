@@ -9,7 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.protocol.errors import Conflict, LeaseLost, NotFound
-from tenure.store.base import (
+from tenure.store.records import Lease, Member
+from tenure.store.rules import (
     check_epoch,
     check_free,
     check_priority,
@@ -22,7 +23,6 @@ from tenure.store.base import (
     token_hash,
     token_matches,
 )
-from tenure.store.records import Lease, Member
 from tenure.store.sqlite.core import SQLiteBase, positive
 from tenure.store.sqlite.messages import MessagesMixin
 from tenure.store.sqlite.register import RegisterMixin

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure.protocol.ids import new_id
-from tenure.store.base import DEFAULT_MAX_DELIVERIES, check_epoch, check_wait
+from tenure.store.base import DEFAULT_MAX_DELIVERIES
 from tenure.store.payload import check_event_data, payload_text, read_event_data, read_payload
 from tenure.store.records import Delivery, Event
+from tenure.store.rules import check_epoch, check_wait
 from tenure.store.sqlite.core import HOLDER_GONE, SQLiteBase, dumps, positive
 
 RECHECK = 0.05

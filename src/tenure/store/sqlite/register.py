@@ -9,8 +9,9 @@ from typing import Any
 
 from tenure.protocol.errors import Conflict, EffectInProgress, NotFound
 from tenure.protocol.secrets import redact_value
-from tenure.store.base import UNSET, check_cas, check_epoch
+from tenure.store.base import UNSET
 from tenure.store.records import EffectTicket, TaskRecord, TaskState
+from tenure.store.rules import check_cas, check_epoch
 from tenure.store.sqlite.core import HOLDER_GONE, SQLiteBase, dumps, positive
 
 _TASK_FIELDS = ("assignee", "attempt", "result", "reason", "data", "spec")
