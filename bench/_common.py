@@ -233,6 +233,15 @@ class Machine:
         )
 
 
+def _shown(path: Path) -> str:
+    """A path as a result file records it: relative to this checkout when inside it
+    (results are committed, and a machine's own paths say nothing to a reader)."""
+    try:
+        return str(path.relative_to(ROOT)) or "."
+    except ValueError:
+        return path.name
+
+
 def machine() -> Machine:
     src = Path(tenure.__file__).resolve().parent.parent
     return Machine(
@@ -243,7 +252,7 @@ def machine() -> Machine:
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.release()}",
         commit=_commit(src),
-        tenure_src=str(src),
+        tenure_src=_shown(src),
         loadavg_at_start=os.getloadavg(),
     )
 
