@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_what_an_agent_echoes_lands_neither_in_git_nor_in_the_store(
     result_md = sh(repo, "show", "tenure/r1/integration:.tenure/runs/r1/results/t1.md")
     assert "(used ***)" in result_md
     assert SECRET not in history
-    with sqlite3.connect(repo / ".tenure" / "state.db") as conn:
+    with closing(sqlite3.connect(repo / ".tenure" / "state.db")) as conn, conn:  # closed, and committed
         for table in ("tasks", "events", "messages", "effects"):
             rows = conn.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608
             assert SECRET not in repr(rows), table

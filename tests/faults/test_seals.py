@@ -61,13 +61,17 @@ def finished(team: Team, name: str, timeout: float) -> int:
 
 def test_a_forged_done_is_refused_and_nothing_builds_on_it(team: Team) -> None:
     first, second, third = chain_plan(team, 3)
-    team.run(workers=2, sleep="2.5")
+    # long enough that the attacker, a fresh process on a loaded machine, forges the
+    # record before the real result lands (else it finds the task done, and forges nothing)
+    team.run(workers=2, sleep="6")
 
     def running() -> bool:
         return team.store.get_task(team.name, first).state == "running"
 
     team.wait_for(f"{first} to run", lambda: _registered(team) and running(), 60)
     attack(team, "forge-done", task=first)  # with no key at all
+    forged = team.store.get_task(team.name, first).result or {}
+    assert forged.get("artifact") == {"forged": True}, "the real result landed first"
     code = finished(team, "run", 90)
     log = team.members["run"].log.read_text(encoding="utf-8", errors="replace")
     assert code == 3, log  # needs a person

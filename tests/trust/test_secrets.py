@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +273,7 @@ def echo_plan(secrets: list[str], spy: Path) -> Plan:
 
 def dump_sqlite(path: Path) -> str:
     rows: list[str] = []
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:  # closed, and committed
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         for table in tables:
             rows += [repr(row) for row in conn.execute(f"SELECT * FROM {table}")]  # noqa: S608

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def asks(envelope: tenure.TaskEnvelope, ctx: tenure.TaskContext) -> Any:
 
 
 def raw(db: Path, column: str) -> dict[str, Any]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # closed, and committed
         (text,) = conn.execute(
             f"SELECT {column} FROM tasks WHERE team = ? AND task_id = 'ask'", (TEAM,)
         ).fetchone()
@@ -37,7 +38,7 @@ def raw(db: Path, column: str) -> dict[str, Any]:
 
 def edit(db: Path, column: str, change: dict[str, Any]) -> None:
     """What a person (or a stray program) does to the register behind Tenure's back."""
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # closed, and committed
         conn.execute(
             f"UPDATE tasks SET {column} = ? WHERE team = ? AND task_id = 'ask'",
             (json.dumps({**raw(db, column), **change}), TEAM),
