@@ -50,13 +50,14 @@ def tenure_cli(*args: str, **kwargs: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "tenure", *args], **kwargs)  # type: ignore[call-overload]
 
 
-def operator(url: str, stop: threading.Event) -> None:
-    """The person at the inbox: answers the agent's question with EUR."""
+def operator(url: str, keys: Path, stop: threading.Event) -> None:
+    """The person at the inbox: answers the agent's question with EUR (signed with the
+    team's lead key, as the leader accepts only that)."""
     with tenure.open_store(url) as store:
         while not stop.wait(0.1):
             for item in tenure.inbox(store, [TEAM]):
                 print(f"operator: {item.task.task_id} asks {item.why!r}; answering EUR")
-                tenure.answer(store, TEAM, item.task.task_id, "EUR")
+                tenure.answer(store, TEAM, item.task.task_id, "EUR", keys=keys)
 
 
 def main() -> int:
@@ -75,7 +76,7 @@ def main() -> int:
     leader = tenure_cli("leader", str(HERE / "plan.yaml"), *common, "--keep-running",
                         "--member", "lead-1", "--state-dir", str(work_dir / "lead"))  # fmt: skip
     stop = threading.Event()
-    person = threading.Thread(target=operator, args=(url, stop), daemon=True)
+    person = threading.Thread(target=operator, args=(url, Path(keys), stop), daemon=True)
     person.start()
     server = ["mcp", "--team", TEAM, "--member", MEMBER, *common,
               "--state-dir", str(work_dir / "member")]  # fmt: skip
